@@ -1,0 +1,49 @@
+// record(): how an op puts itself on the tape, with its backward written right beside it.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+
+namespace octo::autograd {
+
+/// True when grad mode is on and any defined input requires grad: the op must be recorded.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+bool needs_grad(const TensorList& inputs);
+
+/// Records `out = op(inputs)` on the tape when needs_grad(inputs): creates a FunctionNode named
+/// `name` with one edge per input, saves `saved` (checked for in-place changes at backward),
+/// and makes it out's grad_fn. `backward(grads, saved)` gets grads[0] = dL/dout and the saved
+/// tensors unpacked, and returns one gradient per input (undefined where an input needs none).
+/// Returns out. A typical op (see autograd/ops/elementwise.cpp):
+///
+///   Tensor mul(const Tensor& a, const Tensor& b) {
+///     Tensor out = detail::binary(BinaryOp::Mul, a, b);
+///     return record("MulBackward", out, {a, b}, {a, b},
+///                   [](const TensorList& g, const TensorList& s) -> TensorList {
+///                     // sum_to undoes broadcasting: each gradient gets its input's shape
+///                     return {sum_to(g[0] * s[1], s[0].sizes()), sum_to(g[0] * s[0], s[1].sizes())};
+///                   });
+///   }
+Tensor record(const char* name, Tensor out, const TensorList& inputs, const TensorList& saved,
+              FunctionNode::BackwardFn backward);
+
+/// The same for ops with several outputs (split, chunk, max with indices, ...): grads has one
+/// entry per output, undefined for outputs that received no gradient.
+TensorList record_multi(const char* name, TensorList outs, const TensorList& inputs,
+                        const TensorList& saved, FunctionNode::BackwardFn backward);
+
+/// For in-place ops, before mutating `self`: throws the PyTorch error for a leaf that requires
+/// grad ("a leaf Variable that requires grad is being used in an in-place operation").
+void check_inplace(const Tensor& self);
+
+/// Records an in-place op `self = op(self, others...)` that already ran: the new node's first
+/// edge is self's previous history, so backward(grads, saved) returns {d/d old self, d/d others...}.
+/// Bumps self's version counter (Note [Version counter]) whether or not anything is recorded.
+void record_inplace(const char* name, const Tensor& self, const TensorList& others,
+                    const TensorList& saved, FunctionNode::BackwardFn backward);
+
+}  // namespace octo::autograd

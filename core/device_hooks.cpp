@@ -1,0 +1,53 @@
+// Current-device bookkeeping and device availability checks.
+#include "core/device_hooks.h"
+
+#include "core/error.h"
+
+namespace octo {
+
+namespace {
+thread_local int tls_current[2] = {0, 0};  // indexed by DeviceType
+}
+
+namespace cuda {
+bool is_available() { return cuda_hooks().is_built() && cuda_hooks().device_count() > 0; }
+int device_count() { return cuda_hooks().is_built() ? cuda_hooks().device_count() : 0; }
+}  // namespace cuda
+
+int current_device_index(DeviceType type) { return tls_current[static_cast<int>(type)]; }
+
+void check_device_available(Device device) {
+  if (device.is_cpu()) return;
+  OCTO_CHECK_DEVICE(cuda_hooks().is_built(), "octo was built without CUDA support, so device ",
+                    device, " cannot be used; rebuild with -Dcuda=enabled on a machine with the "
+                    "CUDA toolkit, or use a cpu device");
+  int n = cuda_hooks().device_count();
+  OCTO_CHECK_DEVICE(device.index() < n, "device ", device, " was requested but ",
+                    n == 0 ? std::string("no CUDA GPU is visible")
+                           : "only " + std::to_string(n) + " CUDA device(s) are visible");
+}
+
+void synchronize(Device device) {
+  if (device.is_cuda()) cuda_hooks().synchronize(device.index());
+}
+
+DeviceGuard::DeviceGuard(Device device)
+    : type_(device.type()), previous_(tls_current[static_cast<int>(device.type())]) {
+  if (device.is_cuda()) {
+    check_device_available(device);
+    cuda_hooks().set_device(device.index());
+  }
+  tls_current[static_cast<int>(type_)] = device.index();
+}
+
+DeviceGuard::~DeviceGuard() {
+  tls_current[static_cast<int>(type_)] = previous_;
+  if (type_ == DeviceType::CUDA) {
+    try {
+      cuda_hooks().set_device(previous_);
+    } catch (...) {  // destructors must not throw; the device existed when the guard was made
+    }
+  }
+}
+
+}  // namespace octo

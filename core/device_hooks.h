@@ -1,0 +1,57 @@
+// The CUDA runtime as seen from code that must not include CUDA headers, plus the current device.
+#pragma once
+
+#include <string>
+
+#include "core/allocator.h"
+#include "core/device.h"
+
+namespace octo {
+
+/// What core/ and tensor/ need from the CUDA runtime. kernels/cuda/ implements it; a build without
+/// CUDA links a stub whose calls throw "octo was built without CUDA support" (device_count() is 0).
+class CudaHooks {
+ public:
+  virtual ~CudaHooks() = default;
+  virtual bool is_built() const = 0;
+  /// Number of visible GPUs; 0 when there is no driver or no GPU (never throws).
+  virtual int device_count() const = 0;
+  virtual void set_device(int index) const = 0;
+  virtual Allocator* allocator(int index) const = 0;
+  /// Blocks until all work queued on the device has finished.
+  virtual void synchronize(int index) const = 0;
+  virtual std::string device_name(int index) const = 0;
+};
+
+/// The process-wide hooks (defined in kernels/cuda/cuda_hooks.cpp or kernels/cuda_stub.cpp).
+const CudaHooks& cuda_hooks();
+
+namespace cuda {
+/// True when octo was built with CUDA and at least one GPU is visible.
+bool is_available();
+/// Number of visible GPUs (0 without CUDA support or without a GPU).
+int device_count();
+}  // namespace cuda
+
+/// The calling thread's current device index of a type (cuda:0 unless a DeviceGuard changed it).
+int current_device_index(DeviceType type);
+/// Throws DeviceError unless the device exists: any cpu:N, cuda:N with N < cuda::device_count().
+void check_device_available(Device device);
+/// Blocks until all queued work on the device has finished (no-op for CPU devices).
+void synchronize(Device device);
+
+/// Makes `device` the calling thread's current device for its type until the guard is destroyed;
+/// for CUDA it also calls cudaSetDevice. The parallel layer's per-device workers hold one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  DeviceType type_;
+  int previous_;
+};
+
+}  // namespace octo

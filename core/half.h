@@ -1,0 +1,100 @@
+// Float16 and BFloat16 storage types: 16-bit values with float conversions usable on host and device.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/macros.h"
+
+namespace octo {
+
+namespace detail {
+OCTO_HOST_DEVICE inline uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+OCTO_HOST_DEVICE inline float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+}  // namespace detail
+
+/// bfloat16: the top 16 bits of a float32, rounded to nearest even.
+struct BFloat16 {
+  uint16_t bits = 0;
+  BFloat16() = default;
+  OCTO_HOST_DEVICE BFloat16(float f) {  // NOLINT: implicit like a builtin float type
+    uint32_t u = detail::float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN stays NaN
+      bits = static_cast<uint16_t>((u >> 16) | 0x40);
+    } else {
+      u += 0x7fffu + ((u >> 16) & 1u);
+      bits = static_cast<uint16_t>(u >> 16);
+    }
+  }
+  OCTO_HOST_DEVICE operator float() const { return detail::bits_float(uint32_t(bits) << 16); }
+};
+
+/// IEEE 754 binary16, converted in software so host and device agree bit for bit.
+struct Float16 {
+  uint16_t bits = 0;
+  Float16() = default;
+  OCTO_HOST_DEVICE Float16(float f) {  // NOLINT
+    uint32_t x = detail::float_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t mant = x & 0x007fffffu;
+    int32_t exp = int32_t((x >> 23) & 0xff) - 127 + 15;
+    if (((x >> 23) & 0xff) == 0xff) {  // inf or NaN
+      bits = static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+    } else if (exp >= 0x1f) {  // overflow -> inf
+      bits = static_cast<uint16_t>(sign | 0x7c00u);
+    } else if (exp <= 0) {  // subnormal or zero
+      if (exp < -10) {
+        bits = static_cast<uint16_t>(sign);
+      } else {
+        mant |= 0x00800000u;
+        uint32_t shift = uint32_t(14 - exp);
+        uint32_t half = mant >> shift;
+        uint32_t rem = mant & ((1u << shift) - 1u);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1u))) ++half;
+        bits = static_cast<uint16_t>(sign | half);
+      }
+    } else {
+      uint32_t half = (uint32_t(exp) << 10) | (mant >> 13);
+      uint32_t rem = mant & 0x1fffu;
+      if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into exp: fine
+      bits = static_cast<uint16_t>(sign | half);
+    }
+  }
+  OCTO_HOST_DEVICE operator float() const {
+    uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+    uint32_t exp = (bits >> 10) & 0x1fu;
+    uint32_t mant = bits & 0x3ffu;
+    if (exp == 0x1f) return detail::bits_float(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0) {
+      if (mant == 0) return detail::bits_float(sign);
+      // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      mant &= 0x3ffu;
+      return detail::bits_float(sign | (uint32_t(127 - 15 - e) << 23) | (mant << 13));
+    }
+    return detail::bits_float(sign | ((exp + 127 - 15) << 23) | (mant << 13));
+  }
+};
+
+}  // namespace octo

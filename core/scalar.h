@@ -1,0 +1,45 @@
+// Scalar: a number passed to an op (fill value, clamp bound, ...), kept exact for integers.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <type_traits>
+
+#include "core/macros.h"
+
+namespace octo {
+
+/// A double or an int64, so that integer fills stay exact above 2^53. Trivially copyable so
+/// CUDA kernels can take it by value.
+class Scalar {
+ public:
+  Scalar() = default;
+  template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+  Scalar(T v) : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), is_int_(false) {}  // NOLINT
+  template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+  Scalar(T v) : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), is_int_(true) {}  // NOLINT
+
+  bool is_integral() const { return is_int_; }
+  OCTO_HOST_DEVICE double to_double() const { return d_; }
+  OCTO_HOST_DEVICE int64_t to_int() const { return is_int_ ? i_ : static_cast<int64_t>(d_); }
+  /// The value as T: integers convert from the exact int64, floats from the double.
+  template <typename T>
+  OCTO_HOST_DEVICE T to() const {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(to_int());
+    } else {
+      return static_cast<T>(d_);
+    }
+  }
+
+ private:
+  double d_ = 0.0;
+  int64_t i_ = 0;
+  bool is_int_ = false;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Scalar& s) {
+  return s.is_integral() ? os << s.to_int() : os << s.to_double();
+}
+
+}  // namespace octo

@@ -1,0 +1,210 @@
+// Tensor: a cheap shared handle over a TensorImpl, with views, conversions and autograd entry points.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/scalar.h"
+#include "kernels/tensor_arg.h"
+#include "tensor/tensor_impl.h"
+
+namespace octo {
+
+namespace autograd {
+class Node;
+}
+
+/// How a factory should make a tensor, in the libtorch spirit:
+///   octo::randn({2, 3}, {.dtype = octo::kFloat64, .device = "cpu:1", .requires_grad = true})
+struct TensorOptions {
+  DType dtype = kFloat32;
+  Device device = kCPU;
+  bool requires_grad = false;
+};
+
+/// A tensor. Copying a Tensor copies the handle, not the data (like torch.Tensor in Python);
+/// use clone() for a deep copy. A default-constructed Tensor is undefined (defined() == false).
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // --- metadata -------------------------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& sizes() const { return impl().sizes; }
+  const Shape& shape() const { return impl().sizes; }
+  const Shape& strides() const { return impl().strides; }
+  /// Size of dim d; negative d counts from the end.
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t dim() const { return static_cast<int64_t>(impl().sizes.size()); }
+  int64_t numel() const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().device; }
+  int64_t storage_offset() const { return impl().offset; }
+  size_t itemsize() const { return octo::itemsize(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  TensorOptions options() const { return {dtype(), device(), false}; }
+  /// Pointer to the first element (storage offset applied). T must match dtype().
+  template <typename T>
+  T* data_ptr() const;
+  void* raw_data() const;
+  /// True when both share storage (one is a view of the other, or of a common base).
+  bool is_alias_of(const Tensor& other) const;
+  /// The kernel-side view of this tensor.
+  kernels::TensorArg arg() const;
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // --- conversions and copies -----------------------------------------------------------------
+  /// Same data on another device or dtype; returns *this when nothing changes (like PyTorch).
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device, DType dtype) const;
+  Tensor cpu() const { return to(kCPU); }
+  Tensor contiguous() const;
+  Tensor clone() const;
+  /// Copies src into this tensor in place (src is broadcast to this shape; dtype converted;
+  /// devices may differ). Returns *this.
+  Tensor& copy_(const Tensor& src);
+  /// Fills in place. Returns *this.
+  Tensor& fill_(Scalar value);
+  Tensor& zero_() { return fill_(0); }
+  /// The single value of a one-element tensor.
+  template <typename T>
+  T item() const;
+  /// All elements in row-major order, converted to T.
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // --- views (share storage; see autograd/ops/views.cpp) --------------------------------------
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor permute(const Shape& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
+               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor expand(const Shape& shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor view_as(const Tensor& other) const { return view(other.sizes()); }
+
+  // --- common math as methods (free functions in autograd/ops/*.h) -----------------------------
+  Tensor add(const Tensor& other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor pow(Scalar exponent) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  // In-place arithmetic (bumps the version counter; see Note [Version counter]).
+  Tensor& add_(const Tensor& other, Scalar alpha = 1);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(Scalar s);
+  Tensor& sub_(const Tensor& other) { return add_(other, -1); }
+
+  // --- autograd (autograd/tensor_autograd.cpp) ------------------------------------------------
+  bool requires_grad() const;
+  /// Makes this leaf record operations for autograd (or stop). Returns *this.
+  Tensor& requires_grad_(bool requires_grad = true);
+  /// The accumulated gradient of a leaf (or of a tensor that called retain_grad()); may be
+  /// undefined before the first backward.
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  /// The node that created this tensor; null for leaves.
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  int output_nr() const;
+  bool is_leaf() const;
+  /// Computes gradients of this tensor w.r.t. graph leaves. grad defaults to 1 for a scalar.
+  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  /// Makes backward() store this non-leaf's gradient in grad().
+  void retain_grad() const;
+  /// A tensor sharing data (and version counter) but outside the graph.
+  Tensor detach() const;
+  /// Registers fn to run on this tensor's gradient during backward; fn may return a replacement
+  /// (return an undefined Tensor to keep the gradient). Hooks run in registration order.
+  void register_hook(std::function<Tensor(const Tensor&)> fn) const;
+  /// Leaves only: fn(leaf) runs after the gradient has been accumulated into leaf.grad().
+  void register_post_accumulate_grad_hook(std::function<void(Tensor&)> fn) const;
+  /// The storage's version counter (Note [Version counter]).
+  uint32_t version() const;
+  void bump_version() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, Scalar b);
+
+/// Prints like PyTorch: tensor([[1.0000, 2.0000]], device='cpu:1', dtype=float64).
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+/// Shapes print as [2, 3].
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
+std::string shape_str(const Shape& shape);
+
+namespace detail {
+/// Creates an uninitialised contiguous tensor (no autograd).
+Tensor make_empty(const Shape& sizes, DType dtype, Device device);
+/// A view of t's storage with new geometry (no autograd; views.cpp wraps it).
+Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
+/// Row-major strides for a shape.
+Shape contiguous_strides(const Shape& sizes);
+int64_t shape_numel(const Shape& sizes);
+/// Wraps a possibly negative dim into [0, ndim); IndexError naming `op` otherwise.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op = "dim");
+/// Throws DeviceError "Expected all tensors to be on the same device, but found at least two
+/// devices, a and b!" unless all defined tensors share a device.
+void check_same_device(std::initializer_list<const Tensor*> tensors);
+void check_same_device(const std::vector<Tensor>& tensors);
+}  // namespace detail
+
+}  // namespace octo

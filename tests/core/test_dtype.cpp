@@ -1,0 +1,43 @@
+// DType sizes, names, promotion, and the 16-bit storage types' conversions.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include <octo/octo.h>
+
+TEST_CASE("dtype sizes and names") {
+  CHECK(octo::itemsize(octo::kFloat32) == 4);
+  CHECK(octo::itemsize(octo::kFloat64) == 8);
+  CHECK(octo::itemsize(octo::kInt64) == 8);
+  CHECK(octo::itemsize(octo::kInt32) == 4);
+  CHECK(octo::itemsize(octo::kUInt8) == 1);
+  CHECK(octo::itemsize(octo::kBool) == 1);
+  CHECK(octo::itemsize(octo::kBFloat16) == 2);
+  CHECK(octo::itemsize(octo::kFloat16) == 2);
+  for (auto t : {octo::kFloat32, octo::kFloat64, octo::kInt64, octo::kInt32, octo::kUInt8,
+                 octo::kBool, octo::kBFloat16, octo::kFloat16})
+    CHECK(octo::dtype_from_name(octo::dtype_name(t)) == t);
+  CHECK_THROWS_AS(octo::dtype_from_name("float128"), octo::ValueError);
+}
+
+TEST_CASE("type promotion follows PyTorch") {
+  using namespace octo;
+  CHECK(promote_types(kInt64, kFloat32) == kFloat32);
+  CHECK(promote_types(kFloat32, kFloat64) == kFloat64);
+  CHECK(promote_types(kBool, kUInt8) == kUInt8);
+  CHECK(promote_types(kInt32, kInt64) == kInt64);
+  CHECK(promote_types(kFloat16, kBFloat16) == kFloat32);
+  CHECK(promote_types(kBFloat16, kFloat32) == kFloat32);
+}
+
+TEST_CASE("bfloat16 and float16 round to nearest even and keep specials") {
+  CHECK(static_cast<float>(octo::BFloat16(1.0f)) == 1.0f);
+  CHECK(static_cast<float>(octo::BFloat16(3.140625f)) == 3.140625f);
+  CHECK(octo::BFloat16(1.0f + 1.0f / 256).bits == octo::BFloat16(1.0f).bits);  // tie -> even
+  CHECK(std::isnan(static_cast<float>(octo::BFloat16(NAN))));
+  CHECK(static_cast<float>(octo::Float16(1.0f)) == 1.0f);
+  CHECK(static_cast<float>(octo::Float16(65504.0f)) == 65504.0f);
+  CHECK(std::isinf(static_cast<float>(octo::Float16(70000.0f))));
+  CHECK(static_cast<float>(octo::Float16(5.9604645e-08f)) == 5.9604645e-08f);  // smallest subnormal
+  CHECK(octo::Float16(0.1f).bits == 0x2e66);
+  CHECK(std::fabs(static_cast<float>(octo::Float16(-2.5f)) + 2.5f) == 0.0f);
+}
