@@ -18,6 +18,8 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/linalg.h"

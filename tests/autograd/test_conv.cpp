@@ -1,0 +1,2 @@
+// Tests for the conv family (autograd layer): written with the family.
+#include <catch2/catch.hpp>

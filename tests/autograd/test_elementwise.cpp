@@ -1,0 +1,2 @@
+// Tests for the elementwise family (autograd layer): written with the family.
+#include <catch2/catch.hpp>
