@@ -1,20 +1,31 @@
-// The backward engine: dependency counting, then nodes in reverse tape order.
+// The backward engine: dependency counting, then nodes in reverse tape order, one worker per device.
 //
 // Note [Engine order]: a node runs once every node that feeds it a gradient has run (its
-// dependency count reaches zero). Among ready nodes the one with the highest sequence_nr -- the
-// latest on the tape -- runs first, so backward retraces the forward in reverse. Each node runs
-// with its device made current (DeviceGuard). Ready nodes are kept per device so that the
-// parallel layer can give each device its own worker (docs/internals/autograd.md).
+// dependency count reaches zero). Among a device's ready nodes the one with the highest
+// sequence_nr -- the latest on the tape -- runs first, so backward retraces the forward in
+// reverse. Each node runs with its device current (DeviceGuard).
+//
+// Note [Engine threads]: when a graph spans one device (the usual case) the calling thread runs
+// it. When it spans several (DataParallel replicas on cpu:0..cpu:3 or cuda:0..cuda:3), every
+// device's ready queue is drained by that device's DeviceWorker, so the replicas' backward
+// passes run concurrently, each CPU device with its share of the cores; the caller waits. The
+// first exception stops the task and is rethrown in the caller.
 #include "autograd/engine.h"
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
 #include "core/device_hooks.h"
+#include "core/device_worker.h"
 #include "core/error.h"
+#include "core/threads.h"
+#include "core/trace.h"
 #include "tensor/autograd_meta.h"
 #include "tensor/factories.h"
 
@@ -27,12 +38,19 @@ struct ByTapeOrder {
     return a->sequence_nr() < b->sequence_nr();  // max-heap: latest op first
   }
 };
+using ReadyQueue =
+    std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, ByTapeOrder>;
 
 struct GraphTask {
   bool retain_graph = false;
   bool accumulate = true;  // false for grad(): leaves are captured, not accumulated
+  std::mutex mutex;        // guards everything below when several devices run
+  std::condition_variable cv;
   std::unordered_map<Node*, int> dependencies;
   std::unordered_map<Node*, TensorList> buffers;
+  std::map<Device, ReadyQueue> ready;
+  size_t remaining = 0;  // nodes still to run
+  std::exception_ptr error;
   // grad(): (node, input_nr) -> index into captured
   std::map<std::pair<Node*, int>, size_t> captures;
   TensorList captured;
@@ -49,10 +67,13 @@ struct GraphTask {
       slot = slot + g;
     }
   }
+  bool done() const { return remaining == 0 || error != nullptr; }
 };
 
-void count_dependencies(GraphTask& task, const std::vector<std::shared_ptr<Node>>& roots) {
-  std::vector<Node*> stack;
+/// Counts, for each node reachable from the roots, how many edges lead into it.
+std::vector<Node*> count_dependencies(GraphTask& task,
+                                      const std::vector<std::shared_ptr<Node>>& roots) {
+  std::vector<Node*> stack, all;
   std::unordered_set<Node*> seen;
   for (const auto& r : roots) {
     if (seen.insert(r.get()).second) stack.push_back(r.get());
@@ -60,12 +81,106 @@ void count_dependencies(GraphTask& task, const std::vector<std::shared_ptr<Node>
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
+    all.push_back(n);
     for (const Edge& e : n->next_edges()) {
       if (!e.valid()) continue;
       task.dependencies[e.node.get()] += 1;
       if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
     }
   }
+  return all;
+}
+
+/// Runs one node (outside the lock) and returns its output gradients.
+TensorList run_node(GraphTask& task, const std::shared_ptr<Node>& node, TensorList grads) {
+  grads.resize(static_cast<size_t>(node->num_inputs()));
+  node->run_pre_hooks(grads);
+  bool any = false;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    any = true;
+    auto it = task.captures.find({node.get(), static_cast<int>(i)});
+    if (it != task.captures.end()) {
+      std::lock_guard<std::mutex> lock(task.mutex);
+      task.captured[it->second] = grads[i];
+    }
+  }
+  TensorList outputs;
+  bool is_leaf_sink = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
+  // A node that received no gradient at all contributes none (its inputs get undefined ones).
+  if (any && !(is_leaf_sink && !task.accumulate)) {
+    DeviceGuard guard(node->device());
+    outputs = node->apply(std::move(grads));
+  }
+  if (!task.retain_graph) node->release_saved();
+  return outputs;
+}
+
+/// Hands a finished node's gradients to the nodes it feeds; caller holds the lock when needed.
+void propagate(GraphTask& task, const std::shared_ptr<Node>& node, const TensorList& outputs) {
+  const auto& edges = node->next_edges();
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const Edge& e = edges[i];
+    if (!e.valid()) continue;
+    if (i < outputs.size() && outputs[i].defined()) task.add_to_buffer(e.node, e.input_nr, outputs[i]);
+    if (--task.dependencies[e.node.get()] == 0) task.ready[e.node->device()].push(e.node);
+  }
+  --task.remaining;
+}
+
+/// Single-device (or nested) execution on the calling thread, in global tape order.
+void run_inline(GraphTask& task) {
+  while (!task.done()) {
+    std::shared_ptr<Node> node;
+    for (auto& [device, q] : task.ready) {
+      if (!q.empty() && (!node || q.top()->sequence_nr() > node->sequence_nr())) node = q.top();
+    }
+    OCTO_INTERNAL_ASSERT(node != nullptr, "backward: no ready node but ", task.remaining,
+                         " remain");
+    task.ready[node->device()].pop();
+    TensorList grads = std::move(task.buffers[node.get()]);
+    task.buffers.erase(node.get());
+    propagate(task, node, run_node(task, node, std::move(grads)));
+  }
+}
+
+/// One device's loop in a multi-device task (Note [Engine threads]).
+void drain_device(GraphTask& task, Device device) {
+  NoGradGuard no_grad;
+  TraceSpan span("backward", device);
+  std::unique_lock<std::mutex> lock(task.mutex);
+  while (true) {
+    task.cv.wait(lock, [&] { return task.done() || !task.ready[device].empty(); });
+    if (task.done()) return;
+    std::shared_ptr<Node> node = task.ready[device].top();
+    task.ready[device].pop();
+    TensorList grads = std::move(task.buffers[node.get()]);
+    task.buffers.erase(node.get());
+    lock.unlock();
+    TensorList outputs;
+    try {
+      outputs = run_node(task, node, std::move(grads));
+    } catch (...) {
+      lock.lock();
+      if (!task.error) task.error = std::current_exception();
+      task.cv.notify_all();
+      return;
+    }
+    lock.lock();
+    try {
+      propagate(task, node, outputs);
+    } catch (...) {
+      if (!task.error) task.error = std::current_exception();
+    }
+    task.cv.notify_all();
+  }
+}
+
+void run_threaded(GraphTask& task, const std::set<Device>& devices) {
+  std::vector<Device> list(devices.begin(), devices.end());
+  // Each device's loop runs on its worker, with that device's share of the cores.
+  run_on_devices(list, [&](size_t i) { drain_device(task, list[i]); });
+  if (task.error) std::rethrow_exception(task.error);
 }
 
 Tensor default_root_grad(const Tensor& root) {
@@ -94,51 +209,24 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
     root_nodes.push_back(e.node);
     seeds.emplace_back(e, g);
   }
-  count_dependencies(task, root_nodes);
-  for (auto& [e, g] : seeds) task.add_to_buffer(e.node, e.input_nr, g);
-
-  // Ready nodes, per device (Note [Engine order]); this loop serves them all in tape order.
-  std::map<Device, std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>,
-                                       ByTapeOrder>> ready;
+  std::vector<Node*> all = count_dependencies(task, root_nodes);
+  task.remaining = all.size();
+  std::set<Device> devices;
+  for (Node* n : all) devices.insert(n->device());
+  {
+    NoGradGuard no_grad;
+    for (auto& [e, g] : seeds) task.add_to_buffer(e.node, e.input_nr, g);
+  }
   std::unordered_set<Node*> queued;
   for (const auto& n : root_nodes) {
-    if (task.dependencies[n.get()] == 0 && queued.insert(n.get()).second) ready[n->device()].push(n);
+    if (task.dependencies[n.get()] == 0 && queued.insert(n.get()).second) task.ready[n->device()].push(n);
   }
-
-  NoGradGuard no_grad;  // backward formulas are not themselves recorded (no create_graph)
-  while (true) {
-    std::shared_ptr<Node> node;
-    for (auto& [device, q] : ready) {
-      if (!q.empty() && (!node || q.top()->sequence_nr() > node->sequence_nr())) node = q.top();
-    }
-    if (!node) break;
-    ready[node->device()].pop();
-
-    TensorList grads = std::move(task.buffers[node.get()]);
-    task.buffers.erase(node.get());
-    grads.resize(static_cast<size_t>(node->num_inputs()));
-    node->run_pre_hooks(grads);
-    for (size_t i = 0; i < grads.size(); ++i) {
-      auto it = task.captures.find({node.get(), static_cast<int>(i)});
-      if (it != task.captures.end() && grads[i].defined()) task.captured[it->second] = grads[i];
-    }
-
-    TensorList outputs;
-    bool is_leaf_sink = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
-    if (!(is_leaf_sink && !task.accumulate)) {
-      DeviceGuard guard(node->device());
-      outputs = node->apply(std::move(grads));
-    }
-    if (!task.retain_graph) node->release_saved();
-
-    const auto& edges = node->next_edges();
-    for (size_t i = 0; i < edges.size(); ++i) {
-      const Edge& e = edges[i];
-      if (!e.valid()) continue;
-      if (i < outputs.size() && outputs[i].defined()) task.add_to_buffer(e.node, e.input_nr, outputs[i]);
-      int& deps = task.dependencies[e.node.get()];
-      if (--deps == 0 && queued.insert(e.node.get()).second) ready[e.node->device()].push(e.node);
-    }
+  if (devices.size() <= 1) {
+    NoGradGuard no_grad;  // backward formulas are not themselves recorded (no create_graph)
+    TraceSpan span("backward", devices.empty() ? kCPU : *devices.begin());
+    run_inline(task);
+  } else {
+    run_threaded(task, devices);
   }
 }
 

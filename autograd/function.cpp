@@ -61,10 +61,19 @@ void record_inplace(const char* name, const Tensor& self, const TensorList& othe
                     const TensorList& saved, FunctionNode::BackwardFn backward) {
   TensorList inputs{self};
   inputs.insert(inputs.end(), others.begin(), others.end());
-  self.bump_version();  // first, so that saving self saves its new value at its new version
-  if (!needs_grad(inputs)) return;
-  std::vector<SavedTensor> saved_tensors;
-  for (const Tensor& s : saved) saved_tensors.emplace_back(s);
+  const bool record = needs_grad(inputs);
+  // Saved inputs record their version before the op's version bump, so a saved tensor that
+  // aliases self (b in a.mul_(b) with b = a.detach()) is caught at backward, as in PyTorch;
+  // self itself is saved afterwards, as the op's output.
+  std::vector<SavedTensor> saved_tensors(saved.size());
+  if (record) {
+    for (size_t i = 0; i < saved.size(); ++i)
+      if (!saved[i].defined() || saved[i].impl_ptr() != self.impl_ptr()) saved_tensors[i] = SavedTensor(saved[i]);
+  }
+  self.bump_version();
+  if (!record) return;
+  for (size_t i = 0; i < saved.size(); ++i)
+    if (saved[i].defined() && saved[i].impl_ptr() == self.impl_ptr()) saved_tensors[i] = SavedTensor(saved[i]);
   // Edges are taken from self's history before it is replaced.
   auto node = std::make_shared<FunctionNode>(name, self.device(), std::move(saved_tensors),
                                              std::move(backward));

@@ -43,6 +43,7 @@ void check_inplace(const Tensor& self);
 /// Records an in-place op `self = op(self, others...)` that already ran: the new node's first
 /// edge is self's previous history, so backward(grads, saved) returns {d/d old self, d/d others...}.
 /// Bumps self's version counter (Note [Version counter]) whether or not anything is recorded.
+/// `saved` may hold self (saved after the bump: the op's output) and other inputs (saved before).
 void record_inplace(const char* name, const Tensor& self, const TensorList& others,
                     const TensorList& saved, FunctionNode::BackwardFn backward);
 

@@ -27,6 +27,7 @@ int64_t Tensor::stride(int64_t d) const { return strides()[detail::wrap_dim(d, d
 int64_t Tensor::numel() const { return detail::shape_numel(sizes()); }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to lay out, as in PyTorch
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (sizes()[i] != 1 && strides()[i] != expected) return false;
@@ -150,6 +151,17 @@ Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
   return Tensor(std::make_shared<TensorImpl>(t.impl().storage, std::move(sizes), std::move(strides),
                                              offset, t.dtype()));
+}
+
+void set_data(const Tensor& t, const Tensor& data) {
+  TensorImpl& impl = t.impl();
+  const TensorImpl& src = data.impl();
+  impl.storage = src.storage;
+  impl.sizes = src.sizes;
+  impl.strides = src.strides;
+  impl.offset = src.offset;
+  impl.dtype = src.dtype;
+  impl.device = src.device;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {

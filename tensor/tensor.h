@@ -76,10 +76,10 @@ class Tensor {
   Tensor clone() const;
   /// Copies src into this tensor in place (src is broadcast to this shape; dtype converted;
   /// devices may differ). Returns *this.
-  Tensor& copy_(const Tensor& src);
+  const Tensor& copy_(const Tensor& src) const;
   /// Fills in place. Returns *this.
-  Tensor& fill_(Scalar value);
-  Tensor& zero_() { return fill_(0); }
+  const Tensor& fill_(Scalar value) const;
+  const Tensor& zero_() const { return fill_(0); }
   /// The single value of a one-element tensor.
   template <typename T>
   T item() const;
@@ -130,11 +130,12 @@ class Tensor {
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
-  // In-place arithmetic (bumps the version counter; see Note [Version counter]).
-  Tensor& add_(const Tensor& other, Scalar alpha = 1);
-  Tensor& mul_(const Tensor& other);
-  Tensor& mul_(Scalar s);
-  Tensor& sub_(const Tensor& other) { return add_(other, -1); }
+  // In-place arithmetic (bumps the version counter; see Note [Version counter]). Like libtorch,
+  // in-place methods are const: the handle is const, the data it refers to is not.
+  const Tensor& add_(const Tensor& other, Scalar alpha = 1) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(Scalar s) const;
+  const Tensor& sub_(const Tensor& other) const { return add_(other, -1); }
 
   // --- autograd (autograd/tensor_autograd.cpp) ------------------------------------------------
   bool requires_grad() const;
@@ -196,6 +197,9 @@ namespace detail {
 Tensor make_empty(const Shape& sizes, DType dtype, Device device);
 /// A view of t's storage with new geometry (no autograd; views.cpp wraps it).
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
+/// Points t's TensorImpl at data's storage and geometry, keeping the handle and its autograd
+/// metadata (PyTorch's `t.data = data`): Module::to() and DataParallel's replicas use it.
+void set_data(const Tensor& t, const Tensor& data);
 /// Row-major strides for a shape.
 Shape contiguous_strides(const Shape& sizes);
 int64_t shape_numel(const Shape& sizes);

@@ -1,11 +1,124 @@
-// conv2d, forward and backward. (placeholder: not implemented yet)
-#include "autograd/ops/nn_ops.h"
-#include "core/error.h"
+// conv2d: argument checks, the forward through the backend, and its backward beside it.
+#include <string>
 
-#define OCTO_TODO(name) OCTO_THROW(::octo::NotImplementedError, name " is not implemented yet")
+#include "autograd/function.h"
+#include "autograd/ops/nn_ops.h"
+#include "autograd/ops/reduce.h"
+#include "core/error.h"
+#include "kernels/backend.h"
 
 namespace octo {
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride, std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) { OCTO_TODO("conv2d"); }
+using autograd::TensorList;
+
+namespace {
+
+/// floor(a / b) for b > 0 (C++ division truncates towards zero).
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+std::string pair_str(std::array<int64_t, 2> v) {
+  return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
+}
+
+/// dL/dinput of conv2d: the transposed convolution of grad_out with weight.
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Shape& input_shape,
+                         const kernels::Conv2dParams& p) {
+  Tensor gi = detail::make_empty(input_shape, grad_out.dtype(), grad_out.device());
+  kernels::backend(gi.device()).conv2d_backward_input(gi.arg(), grad_out.arg(), weight.arg(), p);
+  return gi;
+}
+
+/// dL/dweight of conv2d: grad_out correlated with the input, summed over the batch.
+Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& input, const Shape& weight_shape,
+                          const kernels::Conv2dParams& p) {
+  Tensor gw = detail::make_empty(weight_shape, grad_out.dtype(), grad_out.device());
+  kernels::backend(gw.device()).conv2d_backward_weight(gw.arg(), grad_out.arg(), input.arg(), p);
+  return gw;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+              std::array<int64_t, 2> dilation, int64_t groups) {
+  OCTO_CHECK_VALUE(input.defined() && weight.defined(), "conv2d: input and weight must be defined");
+  detail::check_same_device({&input, &weight, &bias});
+  OCTO_CHECK_VALUE(input.dim() == 3 || input.dim() == 4,
+                   "conv2d: expected a 3-d (unbatched) or 4-d (batched) input [N, C, H, W], got "
+                   "input of shape ",
+                   input.sizes());
+  if (input.dim() == 3)  // unbatched, as torch: run as a batch of one
+    return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0);
+  OCTO_CHECK_VALUE(weight.dim() == 4,
+                   "conv2d: expected a 4-d weight [C_out, C_in / groups, kH, kW], got weight of "
+                   "shape ",
+                   weight.sizes());
+  OCTO_CHECK_VALUE(groups > 0, "conv2d: groups must be positive, got ", groups);
+  OCTO_CHECK_VALUE(stride[0] > 0 && stride[1] > 0, "conv2d: stride must be positive, got ",
+                   pair_str(stride));
+  OCTO_CHECK_VALUE(padding[0] >= 0 && padding[1] >= 0, "conv2d: padding must be non-negative, got ",
+                   pair_str(padding));
+  OCTO_CHECK_VALUE(dilation[0] > 0 && dilation[1] > 0, "conv2d: dilation must be positive, got ",
+                   pair_str(dilation));
+  const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
+  const int64_t K = weight.size(0), kH = weight.size(2), kW = weight.size(3);
+  OCTO_CHECK_VALUE(kH > 0 && kW > 0, "conv2d: expected a non-empty kernel, got weight of shape ",
+                   weight.sizes());
+  OCTO_CHECK_VALUE(C == weight.size(1) * groups, "conv2d: given groups=", groups,
+                   ", weight of size ", weight.sizes(), ", expected input ", input.sizes(),
+                   " to have ", weight.size(1) * groups, " channels, but got ", C,
+                   " channels instead");
+  OCTO_CHECK_VALUE(K % groups == 0, "conv2d: expected weight.size(0) (C_out = ", K,
+                   ") to be divisible by groups (", groups, "), got weight of shape ",
+                   weight.sizes());
+  if (bias.defined()) {
+    OCTO_CHECK_VALUE(bias.dim() == 1 && bias.size(0) == K, "conv2d: expected bias of shape [", K,
+                     "] (C_out), got bias of shape ", bias.sizes());
+  }
+  DType dt = promote_types(input.dtype(), weight.dtype());
+  if (bias.defined()) dt = promote_types(dt, bias.dtype());
+  OCTO_CHECK_VALUE(dt == kFloat32 || dt == kFloat64,
+                   "conv2d: expected float32 or float64 tensors, got input ", input.dtype(),
+                   ", weight ", weight.dtype(), ", bias ",
+                   bias.defined() ? dtype_name(bias.dtype()) : "(none)");
+
+  const int64_t OH = floor_div(H + 2 * padding[0] - dilation[0] * (kH - 1) - 1, stride[0]) + 1;
+  const int64_t OW = floor_div(W + 2 * padding[1] - dilation[1] * (kW - 1) - 1, stride[1]) + 1;
+  OCTO_CHECK_VALUE(OH > 0 && OW > 0, "conv2d: calculated output size (", OH, " x ", OW,
+                   ") is too small for input (", H, " x ", W, "): padded input size (",
+                   H + 2 * padding[0], " x ", W + 2 * padding[1], "), effective kernel size (",
+                   dilation[0] * (kH - 1) + 1, " x ", dilation[1] * (kW - 1) + 1, ")");
+
+  kernels::Conv2dParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = stride[i];
+    p.padding[i] = padding[i];
+    p.dilation[i] = dilation[i];
+  }
+  p.groups = groups;
+
+  // Promote (differentiably: .to() records its own backward when it converts).
+  const Tensor x = input.to(dt), w = weight.to(dt);
+  const Tensor b = bias.defined() ? bias.to(dt) : Tensor();
+
+  // out: [N, C_out, OH, OW]
+  Tensor out = detail::make_empty({N, K, OH, OW}, dt, input.device());
+  kernels::backend(out.device()).conv2d_forward(out.arg(), x.arg(), w.arg(), b.arg(), p);
+
+  // Which gradients are wanted is known now; skip the others in backward.
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  const Shape x_shape = x.sizes(), w_shape = w.sizes();
+  return autograd::record(
+      "ConvolutionBackward", out, {x, w, b}, {need_w ? x : Tensor(), need_x ? w : Tensor()},
+      [p, need_x, need_w, need_b, x_shape, w_shape](const TensorList& g,
+                                                    const TensorList& s) -> TensorList {
+        // g[0]: [N, C_out, OH, OW]; s = {input if needed, weight if needed}
+        Tensor gx = need_x ? conv2d_input_grad(g[0], s[1], x_shape, p) : Tensor();
+        Tensor gw = need_w ? conv2d_weight_grad(g[0], s[0], w_shape, p) : Tensor();
+        Tensor gb = need_b ? sum(g[0], {0, 2, 3}) : Tensor();
+        return {gx, gw, gb};
+      });
+}
 
 }  // namespace octo

@@ -46,7 +46,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+const Tensor& Tensor::copy_(const Tensor& src) const {
   autograd::check_inplace(*this);
   Tensor expanded = src;
   if (src.sizes() != sizes()) {
@@ -67,7 +67,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor& Tensor::fill_(Scalar value) {
+const Tensor& Tensor::fill_(Scalar value) const {
   autograd::check_inplace(*this);
   if (numel() > 0) kernels::backend(device()).fill(arg(), value);
   autograd::record_inplace("FillBackward", *this, {}, {},

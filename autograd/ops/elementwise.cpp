@@ -1,95 +1,673 @@
-// Elementwise ops with broadcasting, forward and backward side by side. (placeholder: not implemented yet)
+// Elementwise ops with broadcasting and type promotion, forward and backward side by side.
+//
+// Forward: check devices, broadcast both inputs to the result shape as stride-0 views (raw
+// make_view, not the autograd expand), convert them to the computation dtype, run the kernel.
+// Backward: formulas in tensor ops; reduce_grad sums a gradient back to its input's shape
+// (sum_to undoes broadcasting) and casts it to its input's dtype.
 #include "autograd/ops/elementwise.h"
-#include "core/error.h"
 
-#define OCTO_TODO(name) OCTO_THROW(::octo::NotImplementedError, name " is not implemented yet")
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "autograd/function.h"
+#include "autograd/ops/reduce.h"
+#include "core/error.h"
+#include "kernels/backend.h"
+#include "kernels/functors.h"
+#include "tensor/factories.h"
 
 namespace octo {
 
-Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { OCTO_TODO("add"); }
-Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { OCTO_TODO("sub"); }
-Tensor mul(const Tensor& a, const Tensor& b) { OCTO_TODO("mul"); }
-Tensor div(const Tensor& a, const Tensor& b) { OCTO_TODO("div"); }
-Tensor pow(const Tensor& a, const Tensor& exponent) { OCTO_TODO("pow"); }
-Tensor pow(const Tensor& a, Scalar exponent) { OCTO_TODO("pow"); }
-Tensor maximum(const Tensor& a, const Tensor& b) { OCTO_TODO("maximum"); }
-Tensor minimum(const Tensor& a, const Tensor& b) { OCTO_TODO("minimum"); }
-Tensor neg(const Tensor& x) { OCTO_TODO("neg"); }
-Tensor abs(const Tensor& x) { OCTO_TODO("abs"); }
-Tensor sign(const Tensor& x) { OCTO_TODO("sign"); }
-Tensor exp(const Tensor& x) { OCTO_TODO("exp"); }
-Tensor log(const Tensor& x) { OCTO_TODO("log"); }
-Tensor log1p(const Tensor& x) { OCTO_TODO("log1p"); }
-Tensor expm1(const Tensor& x) { OCTO_TODO("expm1"); }
-Tensor sqrt(const Tensor& x) { OCTO_TODO("sqrt"); }
-Tensor rsqrt(const Tensor& x) { OCTO_TODO("rsqrt"); }
-Tensor sin(const Tensor& x) { OCTO_TODO("sin"); }
-Tensor cos(const Tensor& x) { OCTO_TODO("cos"); }
-Tensor square(const Tensor& x) { OCTO_TODO("square"); }
-Tensor reciprocal(const Tensor& x) { OCTO_TODO("reciprocal"); }
-Tensor erf(const Tensor& x) { OCTO_TODO("erf"); }
-Tensor floor(const Tensor& x) { OCTO_TODO("floor"); }
-Tensor ceil(const Tensor& x) { OCTO_TODO("ceil"); }
-Tensor round(const Tensor& x) { OCTO_TODO("round"); }
-Tensor relu(const Tensor& x) { OCTO_TODO("relu"); }
-Tensor leaky_relu(const Tensor& x, double negative_slope) { OCTO_TODO("leaky_relu"); }
-Tensor gelu(const Tensor& x) { OCTO_TODO("gelu"); }
-Tensor silu(const Tensor& x) { OCTO_TODO("silu"); }
-Tensor sigmoid(const Tensor& x) { OCTO_TODO("sigmoid"); }
-Tensor tanh(const Tensor& x) { OCTO_TODO("tanh"); }
-Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) { OCTO_TODO("clamp"); }
-Tensor clamp_min(const Tensor& x, Scalar min) { OCTO_TODO("clamp_min"); }
-Tensor clamp_max(const Tensor& x, Scalar max) { OCTO_TODO("clamp_max"); }
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { OCTO_TODO("where"); }
-Tensor eq(const Tensor& a, const Tensor& b) { OCTO_TODO("eq"); }
-Tensor ne(const Tensor& a, const Tensor& b) { OCTO_TODO("ne"); }
-Tensor lt(const Tensor& a, const Tensor& b) { OCTO_TODO("lt"); }
-Tensor le(const Tensor& a, const Tensor& b) { OCTO_TODO("le"); }
-Tensor gt(const Tensor& a, const Tensor& b) { OCTO_TODO("gt"); }
-Tensor ge(const Tensor& a, const Tensor& b) { OCTO_TODO("ge"); }
-Tensor logical_not(const Tensor& x) { OCTO_TODO("logical_not"); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { OCTO_TODO("logical_and"); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { OCTO_TODO("logical_or"); }
-Tensor operator==(const Tensor& a, const Tensor& b) { OCTO_TODO("operator=="); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { OCTO_TODO("operator!="); }
-Tensor operator<(const Tensor& a, const Tensor& b) { OCTO_TODO("operator<"); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { OCTO_TODO("operator<="); }
-Tensor operator>(const Tensor& a, const Tensor& b) { OCTO_TODO("operator>"); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { OCTO_TODO("operator>="); }
-bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) { OCTO_TODO("allclose"); }
-Shape broadcast_shapes(const Shape& a, const Shape& b) { OCTO_TODO("broadcast_shapes"); }
-Tensor Tensor::add(const Tensor& other) const { OCTO_TODO("add"); }
-Tensor Tensor::sub(const Tensor& other) const { OCTO_TODO("sub"); }
-Tensor Tensor::mul(const Tensor& other) const { OCTO_TODO("mul"); }
-Tensor Tensor::div(const Tensor& other) const { OCTO_TODO("div"); }
-Tensor Tensor::pow(Scalar exponent) const { OCTO_TODO("pow"); }
-Tensor Tensor::neg() const { OCTO_TODO("neg"); }
-Tensor Tensor::abs() const { OCTO_TODO("abs"); }
-Tensor Tensor::exp() const { OCTO_TODO("exp"); }
-Tensor Tensor::log() const { OCTO_TODO("log"); }
-Tensor Tensor::sqrt() const { OCTO_TODO("sqrt"); }
-Tensor Tensor::relu() const { OCTO_TODO("relu"); }
-Tensor Tensor::sigmoid() const { OCTO_TODO("sigmoid"); }
-Tensor Tensor::tanh() const { OCTO_TODO("tanh"); }
-Tensor& Tensor::add_(const Tensor& other, Scalar alpha) { OCTO_TODO("add_"); }
-Tensor& Tensor::mul_(const Tensor& other) { OCTO_TODO("mul_"); }
-Tensor& Tensor::mul_(Scalar s) { OCTO_TODO("mul_"); }
-Tensor operator+(const Tensor& a, const Tensor& b) { OCTO_TODO("operator+"); }
-Tensor operator-(const Tensor& a, const Tensor& b) { OCTO_TODO("operator-"); }
-Tensor operator*(const Tensor& a, const Tensor& b) { OCTO_TODO("operator*"); }
-Tensor operator/(const Tensor& a, const Tensor& b) { OCTO_TODO("operator/"); }
-Tensor operator+(const Tensor& a, Scalar b) { OCTO_TODO("operator+"); }
-Tensor operator-(const Tensor& a, Scalar b) { OCTO_TODO("operator-"); }
-Tensor operator*(const Tensor& a, Scalar b) { OCTO_TODO("operator*"); }
-Tensor operator/(const Tensor& a, Scalar b) { OCTO_TODO("operator/"); }
-Tensor operator+(Scalar a, const Tensor& b) { OCTO_TODO("operator+"); }
-Tensor operator-(Scalar a, const Tensor& b) { OCTO_TODO("operator-"); }
-Tensor operator*(Scalar a, const Tensor& b) { OCTO_TODO("operator*"); }
-Tensor operator/(Scalar a, const Tensor& b) { OCTO_TODO("operator/"); }
-Tensor operator-(const Tensor& a) { OCTO_TODO("operator-"); }
-Tensor& operator+=(Tensor& a, const Tensor& b) { OCTO_TODO("operator+="); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { OCTO_TODO("operator-="); }
-Tensor& operator*=(Tensor& a, const Tensor& b) { OCTO_TODO("operator*="); }
-Tensor& operator*=(Tensor& a, Scalar b) { OCTO_TODO("operator*="); }
+using autograd::TensorList;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+namespace {
+
+Shape broadcast_impl(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i + a.size() < n ? 1 : a[i + a.size() - n];
+    int64_t db = i + b.size() < n ? 1 : b[i + b.size() - n];
+    OCTO_CHECK_VALUE(da == db || da == 1 || db == 1, op, ": the size of tensor a (", da,
+                     ") must match the size of tensor b (", db, ") at non-singleton dimension ", i,
+                     "; got shapes ", a, " and ", b);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+/// PyTorch's rule for combining a dimensioned operand's dtype with a 0-d or wrapped-number one:
+/// the lower-priority operand only matters when it is of a higher category (bool < int < float).
+DType combine_categories(DType higher, DType lower) {
+  if (is_floating(higher)) return higher;
+  if (higher == kBool || is_floating(lower)) return promote_types(higher, lower);
+  return higher;
+}
+/// The dtype of a op(a, b): promote_types, except that a 0-d tensor does not raise the dtype of
+/// a dimensioned one within its category (float32 tensor * float64 0-d tensor is float32).
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  return za ? combine_categories(b.dtype(), a.dtype()) : combine_categories(a.dtype(), b.dtype());
+}
+/// A Scalar takes the tensor's dtype, except float scalars with integral tensors -> float32.
+DType result_type(DType t, Scalar s) {
+  return combine_categories(t, s.is_integral() ? kInt64 : kFloat32);
+}
+
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  return !(from != kBool && to == kBool);
+}
+
+/// t as dtype d without autograd (a new tensor when d differs).
+Tensor convert_raw(const Tensor& t, DType d) {
+  if (t.dtype() == d) return t;
+  Tensor out = detail::make_empty(t.sizes(), d, t.device());
+  if (out.numel() > 0) kernels::backend(t.device()).copy(out.arg(), t.arg());
+  return out;
+}
+
+/// t viewed with `shape` (NumPy broadcasting): stride 0 in new and size-1 dims.
+Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  if (t.sizes() == shape) return t;
+  const size_t lead = shape.size() - static_cast<size_t>(t.dim());
+  Shape strides(shape.size(), 0);
+  for (size_t i = lead; i < shape.size(); ++i)
+    if (t.sizes()[i - lead] == shape[i]) strides[i] = t.strides()[i - lead];
+  return detail::make_view(t, shape, strides, t.storage_offset());
+}
+
+void check_inputs(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) OCTO_CHECK_VALUE(t->defined(), op, ": expected a defined tensor");
+  detail::check_same_device(ts);
+}
+
+/// out = op(a, b) computed in dtype `compute` (out is bool for comparisons), no autograd.
+Tensor raw_binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, Scalar alpha = {}) {
+  Shape shape = broadcast_impl(a.sizes(), b.sizes(), kernels::op_name(op));
+  Tensor out =
+      detail::make_empty(shape, kernels::binary_returns_bool(op) ? kBool : compute, a.device());
+  if (out.numel() == 0) return out;
+  Tensor av = broadcast_view(convert_raw(a, compute), shape);
+  Tensor bv = broadcast_view(convert_raw(b, compute), shape);
+  kernels::backend(a.device()).binary(op, out.arg(), av.arg(), bv.arg(), alpha);
+  return out;
+}
+
+/// out = op(x) (out is bool for LogicalNot), no autograd.
+Tensor raw_unary(UnaryOp op, const Tensor& x, Scalar alpha = {}, Scalar beta = {}) {
+  Tensor out =
+      detail::make_empty(x.sizes(), op == UnaryOp::LogicalNot ? kBool : x.dtype(), x.device());
+  if (out.numel() > 0) kernels::backend(x.device()).unary(op, out.arg(), x.arg(), alpha, beta);
+  return out;
+}
+
+Tensor float_unary(const char* name, UnaryOp op, const Tensor& x, Scalar alpha = {}) {
+  check_inputs(name, {&x});
+  OCTO_CHECK_VALUE(x.is_floating_point(), name, ": expected a floating point tensor, got ",
+                   x.dtype());
+  return raw_unary(op, x, alpha);
+}
+
+/// A copy of t's values (same shape and dtype), no autograd.
+Tensor copy_raw(const Tensor& t) {
+  Tensor out = detail::make_empty(t.sizes(), t.dtype(), t.device());
+  if (out.numel() > 0) kernels::backend(t.device()).copy(out.arg(), t.arg());
+  return out;
+}
+
+/// A 0-d tensor holding s, for ops with a Scalar operand.
+Tensor wrap(Scalar s, DType dtype, Device device) {
+  return full({}, s, {.dtype = dtype, .device = device});
+}
+
+/// What a backward needs to know about an input: its shape, dtype, and whether it wants a grad.
+struct Input {
+  Shape shape;
+  DType dtype;
+  bool needs;
+  explicit Input(const Tensor& t) : shape(t.sizes()), dtype(t.dtype()), needs(t.requires_grad()) {}
+  /// g summed to the input's shape and cast to its dtype; undefined when no gradient is needed.
+  template <typename F>
+  Tensor grad(F&& compute) const {
+    if (!needs) return {};
+    Tensor g = compute();
+    if (g.sizes() != shape) g = sum_to(g, shape);
+    return g.dtype() == dtype ? g : g.to(dtype);
+  }
+};
+
+using UnaryBackward = std::function<Tensor(const Tensor& g, const TensorList& saved)>;
+
+Tensor record_unary(const char* name, const Tensor& out, const Tensor& x, const TensorList& saved,
+                    UnaryBackward fn) {
+  return autograd::record(
+      name, out, {x}, saved,
+      [fn = std::move(fn)](const TensorList& g, const TensorList& s) -> TensorList {
+        return {fn(g[0], s)};
+      });
+}
+
+/// Functions whose gradient is zero almost everywhere (sign, floor, ...).
+Tensor record_zero_grad(const char* name, const Tensor& out, const Tensor& x) {
+  return record_unary(name, out, x, {},
+                      [](const Tensor& g, const TensorList&) { return zeros_like(g); });
+}
+
+/// A backward-helper kernel op(g, saved) (ReluBackward, ...). The engine runs backward without
+/// recording (no create_graph), so these need no derivative of their own.
+Tensor helper(BinaryOp op, const Tensor& g, const Tensor& saved, Scalar alpha = {}) {
+  return raw_binary(op, g, saved, promote_types(g.dtype(), saved.dtype()), alpha);
+}
+
+Scalar negate(Scalar s) { return s.is_integral() ? Scalar(-s.to_int()) : Scalar(-s.to_double()); }
+bool is_one(Scalar s) { return s.is_integral() ? s.to_int() == 1 : s.to_double() == 1.0; }
+
+/// Tensor-tensor arithmetic shared by add/sub/mul/...: validate, promote, run.
+Tensor arith(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType* compute) {
+  check_inputs(name, {&a, &b});
+  *compute = result_type(a, b);
+  return raw_binary(op, a, b, *compute);
+}
+
+Tensor compare(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_inputs(name, {&a, &b});
+  return raw_binary(op, a, b, result_type(a, b));
+}
+
+}  // namespace
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  return broadcast_impl(a, b, "broadcast_shapes");
+}
+
+// --- arithmetic ----------------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (!is_one(alpha)) return add(a, b * alpha);
+  DType dt;
+  Tensor out = arith("add", BinaryOp::Add, a, b, &dt);
+  Input ia(a), ib(b);
+  return autograd::record("AddBackward", out, {a, b}, {},
+                          [ia, ib](const TensorList& g, const TensorList&) -> TensorList {
+                            return {ia.grad([&] { return g[0]; }), ib.grad([&] { return g[0]; })};
+                          });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (!is_one(alpha)) return add(a, b, negate(alpha));
+  check_inputs("sub", {&a, &b});
+  OCTO_CHECK_VALUE(!(a.dtype() == kBool && b.dtype() == kBool),
+                   "sub: subtraction with two bool tensors is not supported; use logical_xor");
+  DType dt;
+  Tensor out = arith("sub", BinaryOp::Sub, a, b, &dt);
+  Input ia(a), ib(b);
+  return autograd::record("SubBackward", out, {a, b}, {},
+                          [ia, ib](const TensorList& g, const TensorList&) -> TensorList {
+                            return {ia.grad([&] { return g[0]; }), ib.grad([&] { return -g[0]; })};
+                          });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  DType dt;
+  Tensor out = arith("mul", BinaryOp::Mul, a, b, &dt);
+  Input ia(a), ib(b);
+  return autograd::record(
+      "MulBackward", out, {a, b}, {a, b},
+      [ia, ib](const TensorList& g, const TensorList& s) -> TensorList {
+        return {ia.grad([&] { return g[0] * s[1]; }), ib.grad([&] { return g[0] * s[0]; })};
+      });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  check_inputs("div", {&a, &b});
+  DType dt = result_type(a, b);
+  if (!is_floating(dt)) dt = kFloat32;  // true division, as torch.div
+  Tensor out = raw_binary(BinaryOp::Div, a, b, dt);
+  Input ia(a), ib(b);
+  return autograd::record("DivBackward", out, {a, b}, {a, b},
+                          [ia, ib](const TensorList& g, const TensorList& s) -> TensorList {
+                            return {ia.grad([&] { return g[0] / s[1]; }),
+                                    ib.grad([&] { return -g[0] * s[0] / (s[1] * s[1]); })};
+                          });
+}
+
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  DType dt;
+  Tensor out = arith("pow", BinaryOp::Pow, a, exponent, &dt);
+  Input ia(a), ib(exponent);
+  return autograd::record(
+      "PowBackward", out, {a, exponent}, {a, exponent, out},
+      [ia, ib](const TensorList& g, const TensorList& s) -> TensorList {
+        const Tensor &x = s[0], &e = s[1];
+        return {ia.grad([&] { return g[0] * e * pow(x, e - 1); }),
+                ib.grad([&] {  // d/de x^e = x^e log x, taken as 0 where x == 0 and e >= 0
+                  Tensor zero = zeros({}, g[0].options());
+                  return where(logical_and(x == zero, e >= zero), zero, g[0] * s[2] * log(x));
+                })};
+      });
+}
+
+Tensor pow(const Tensor& a, Scalar exponent) {
+  check_inputs("pow", {&a});
+  DType dt = result_type(a.dtype(), exponent);
+  OCTO_CHECK_VALUE(is_floating(dt) || exponent.to_int() >= 0,
+                   "pow: integers to negative integer powers are not allowed, got exponent ",
+                   exponent);
+  Tensor out = raw_unary(UnaryOp::PowScalar, convert_raw(a, dt), exponent);
+  Input ia(a);
+  return autograd::record("PowBackward", out, {a}, {a},
+                          [ia, exponent](const TensorList& g, const TensorList& s) -> TensorList {
+                            return {ia.grad([&] {
+                              if (exponent.to_double() == 0.0) return zeros_like(g[0]);
+                              Scalar em1 = exponent.is_integral()
+                                               ? Scalar(exponent.to_int() - 1)
+                                               : Scalar(exponent.to_double() - 1);
+                              return g[0] * pow(s[0], em1) * exponent;
+                            })};
+                          });
+}
+
+namespace {
+/// maximum/minimum: the gradient goes to the chosen input, split evenly on ties.
+Tensor extremum(const char* name, const char* node, BinaryOp op, const Tensor& a, const Tensor& b) {
+  DType dt;
+  Tensor out = arith(name, op, a, b, &dt);
+  Input ia(a), ib(b);
+  bool is_max = op == BinaryOp::Maximum;
+  return autograd::record(
+      node, out, {a, b}, {a, b},
+      [ia, ib, is_max](const TensorList& g, const TensorList& s) -> TensorList {
+        DType gdt = g[0].dtype();
+        Tensor wins = is_max ? gt(s[0], s[1]) : lt(s[0], s[1]);
+        Tensor w = convert_raw(wins, gdt) + convert_raw(eq(s[0], s[1]), gdt) * 0.5;  // a's share
+        return {ia.grad([&] { return g[0] * w; }), ib.grad([&] { return g[0] * (1.0 - w); })};
+      });
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extremum("maximum", "MaximumBackward", BinaryOp::Maximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return extremum("minimum", "MinimumBackward", BinaryOp::Minimum, a, b);
+}
+
+// --- math functions ------------------------------------------------------------------------------
+
+Tensor neg(const Tensor& x) {
+  check_inputs("neg", {&x});
+  OCTO_CHECK_VALUE(x.dtype() != kBool,
+                   "neg: negation of a bool tensor is not supported; use "
+                   "logical_not");
+  return record_unary("NegBackward", raw_unary(UnaryOp::Neg, x), x, {},
+                      [](const Tensor& g, const TensorList&) { return -g; });
+}
+
+Tensor abs(const Tensor& x) {
+  check_inputs("abs", {&x});
+  return record_unary("AbsBackward", raw_unary(UnaryOp::Abs, x), x, {x},
+                      [](const Tensor& g, const TensorList& s) { return g * sign(s[0]); });
+}
+
+Tensor sign(const Tensor& x) {
+  check_inputs("sign", {&x});
+  return record_zero_grad("SignBackward", raw_unary(UnaryOp::Sign, x), x);
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = float_unary("exp", UnaryOp::Exp, x);
+  return record_unary("ExpBackward", out, x, {out},
+                      [](const Tensor& g, const TensorList& s) { return g * s[0]; });
+}
+
+Tensor log(const Tensor& x) {
+  return record_unary("LogBackward", float_unary("log", UnaryOp::Log, x), x, {x},
+                      [](const Tensor& g, const TensorList& s) { return g / s[0]; });
+}
+
+Tensor log1p(const Tensor& x) {
+  return record_unary("Log1pBackward", float_unary("log1p", UnaryOp::Log1p, x), x, {x},
+                      [](const Tensor& g, const TensorList& s) { return g / (s[0] + 1); });
+}
+
+Tensor expm1(const Tensor& x) {
+  Tensor out = float_unary("expm1", UnaryOp::Expm1, x);
+  return record_unary("Expm1Backward", out, x, {out},
+                      [](const Tensor& g, const TensorList& s) { return g * (s[0] + 1); });
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = float_unary("sqrt", UnaryOp::Sqrt, x);
+  return record_unary("SqrtBackward", out, x, {out},
+                      [](const Tensor& g, const TensorList& s) { return g / (s[0] * 2); });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor out = float_unary("rsqrt", UnaryOp::Rsqrt, x);
+  return record_unary("RsqrtBackward", out, x, {out}, [](const Tensor& g, const TensorList& s) {
+    return g * (s[0] * s[0] * s[0]) * -0.5;
+  });
+}
+
+Tensor sin(const Tensor& x) {
+  return record_unary("SinBackward", float_unary("sin", UnaryOp::Sin, x), x, {x},
+                      [](const Tensor& g, const TensorList& s) { return g * cos(s[0]); });
+}
+
+Tensor cos(const Tensor& x) {
+  return record_unary("CosBackward", float_unary("cos", UnaryOp::Cos, x), x, {x},
+                      [](const Tensor& g, const TensorList& s) { return -(g * sin(s[0])); });
+}
+
+Tensor square(const Tensor& x) {
+  check_inputs("square", {&x});
+  OCTO_CHECK_VALUE(x.dtype() != kBool, "square: not supported for bool tensors");
+  return record_unary("SquareBackward", raw_unary(UnaryOp::Square, x), x, {x},
+                      [](const Tensor& g, const TensorList& s) { return g * s[0] * 2; });
+}
+
+Tensor reciprocal(const Tensor& x) {
+  Tensor out = float_unary("reciprocal", UnaryOp::Reciprocal, x);
+  return record_unary("ReciprocalBackward", out, x, {out},
+                      [](const Tensor& g, const TensorList& s) { return -(g * s[0] * s[0]); });
+}
+
+Tensor erf(const Tensor& x) {
+  return record_unary("ErfBackward", float_unary("erf", UnaryOp::Erf, x), x, {x},
+                      [](const Tensor& g, const TensorList& s) {
+                        return g * exp(-(s[0] * s[0])) * 1.1283791670955126;  // 2 / sqrt(pi)
+                      });
+}
+
+Tensor floor(const Tensor& x) {
+  check_inputs("floor", {&x});
+  return record_zero_grad("FloorBackward", raw_unary(UnaryOp::Floor, x), x);
+}
+Tensor ceil(const Tensor& x) {
+  check_inputs("ceil", {&x});
+  return record_zero_grad("CeilBackward", raw_unary(UnaryOp::Ceil, x), x);
+}
+Tensor round(const Tensor& x) {
+  check_inputs("round", {&x});
+  return record_zero_grad("RoundBackward", raw_unary(UnaryOp::Round, x), x);
+}
+
+// --- activations ---------------------------------------------------------------------------------
+
+Tensor relu(const Tensor& x) {
+  check_inputs("relu", {&x});
+  OCTO_CHECK_VALUE(x.dtype() != kBool, "relu: not supported for bool tensors");
+  return record_unary(
+      "ReluBackward", raw_unary(UnaryOp::Relu, x), x, {x},
+      [](const Tensor& g, const TensorList& s) { return helper(BinaryOp::ReluBackward, g, s[0]); });
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return record_unary("LeakyReluBackward",
+                      float_unary("leaky_relu", UnaryOp::LeakyRelu, x, negative_slope), x, {x},
+                      [negative_slope](const Tensor& g, const TensorList& s) {
+                        return helper(BinaryOp::LeakyReluBackward, g, s[0], negative_slope);
+                      });
+}
+
+Tensor gelu(const Tensor& x) {
+  return record_unary(
+      "GeluBackward", float_unary("gelu", UnaryOp::Gelu, x), x, {x},
+      [](const Tensor& g, const TensorList& s) { return helper(BinaryOp::GeluBackward, g, s[0]); });
+}
+
+Tensor silu(const Tensor& x) {
+  return record_unary(
+      "SiluBackward", float_unary("silu", UnaryOp::Silu, x), x, {x},
+      [](const Tensor& g, const TensorList& s) { return helper(BinaryOp::SiluBackward, g, s[0]); });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = float_unary("sigmoid", UnaryOp::Sigmoid, x);
+  return record_unary("SigmoidBackward", out, x, {out}, [](const Tensor& g, const TensorList& s) {
+    return helper(BinaryOp::SigmoidBackward, g, s[0]);
+  });
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = float_unary("tanh", UnaryOp::Tanh, x);
+  return record_unary("TanhBackward", out, x, {out}, [](const Tensor& g, const TensorList& s) {
+    return helper(BinaryOp::TanhBackward, g, s[0]);
+  });
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  check_inputs("clamp", {&x});
+  OCTO_CHECK_VALUE(min || max, "clamp: at least one of 'min' or 'max' must be given");
+  OCTO_CHECK_VALUE(x.dtype() != kBool, "clamp: not supported for bool tensors");
+  DType dt = x.dtype();
+  if (min) dt = result_type(dt, *min);
+  if (max) dt = result_type(dt, *max);
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor out = raw_unary(UnaryOp::Clamp, convert_raw(x, dt), min.value_or(Scalar(-inf)),
+                         max.value_or(Scalar(inf)));
+  Input ix(x);
+  return autograd::record(
+      "ClampBackward", out, {x}, {x},
+      [ix, min, max](const TensorList& g, const TensorList& s) -> TensorList {
+        return {ix.grad([&] {  // passes where min <= x <= max
+          Tensor pass = ones(s[0].sizes(), {.dtype = kBool, .device = s[0].device()});
+          if (min) pass = logical_and(pass, s[0] >= wrap(*min, s[0].dtype(), s[0].device()));
+          if (max) pass = logical_and(pass, s[0] <= wrap(*max, s[0].dtype(), s[0].device()));
+          return where(pass, g[0], zeros({}, g[0].options()));
+        })};
+      });
+}
+Tensor clamp_min(const Tensor& x, Scalar min) { return clamp(x, min, std::nullopt); }
+Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, max); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_inputs("where", {&cond, &a, &b});
+  OCTO_CHECK_VALUE(cond.dtype() == kBool, "where: expected condition to be a bool tensor, got ",
+                   cond.dtype());
+  DType dt = result_type(a, b);
+  Shape shape =
+      broadcast_impl(cond.sizes(), broadcast_impl(a.sizes(), b.sizes(), "where"), "where");
+  Tensor out = detail::make_empty(shape, dt, a.device());
+  if (out.numel() > 0) {
+    kernels::backend(a.device())
+        .where(out.arg(), broadcast_view(cond, shape).arg(),
+               broadcast_view(convert_raw(a, dt), shape).arg(),
+               broadcast_view(convert_raw(b, dt), shape).arg());
+  }
+  Input ia(a), ib(b);
+  return autograd::record("WhereBackward", out, {a, b}, {cond},
+                          [ia, ib](const TensorList& g, const TensorList& s) -> TensorList {
+                            Tensor zero = zeros({}, g[0].options());
+                            return {ia.grad([&] { return where(s[0], g[0], zero); }),
+                                    ib.grad([&] { return where(s[0], zero, g[0]); })};
+                          });
+}
+
+// --- comparisons and logic -----------------------------------------------------------------------
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", BinaryOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", BinaryOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", BinaryOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", BinaryOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", BinaryOp::Ge, a, b); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return compare("logical_and", BinaryOp::LogicalAnd, a, b);
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return compare("logical_or", BinaryOp::LogicalOr, a, b);
+}
+Tensor logical_not(const Tensor& x) {
+  check_inputs("logical_not", {&x});
+  return raw_unary(UnaryOp::LogicalNot, x);
+}
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  check_inputs("allclose", {&a, &b});
+  if (a.sizes() != b.sizes()) return false;
+  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (va[i] == vb[i]) continue;  // infinities of the same sign
+    if (!(std::fabs(va[i] - vb[i]) <= atol + rtol * std::fabs(vb[i]))) return false;
+  }
+  return true;
+}
+
+// --- methods and operators -----------------------------------------------------------------------
+
+Tensor Tensor::add(const Tensor& other) const { return octo::add(*this, other); }
+Tensor Tensor::sub(const Tensor& other) const { return octo::sub(*this, other); }
+Tensor Tensor::mul(const Tensor& other) const { return octo::mul(*this, other); }
+Tensor Tensor::div(const Tensor& other) const { return octo::div(*this, other); }
+Tensor Tensor::pow(Scalar exponent) const { return octo::pow(*this, exponent); }
+Tensor Tensor::neg() const { return octo::neg(*this); }
+Tensor Tensor::abs() const { return octo::abs(*this); }
+Tensor Tensor::exp() const { return octo::exp(*this); }
+Tensor Tensor::log() const { return octo::log(*this); }
+Tensor Tensor::sqrt() const { return octo::sqrt(*this); }
+Tensor Tensor::relu() const { return octo::relu(*this); }
+Tensor Tensor::sigmoid() const { return octo::sigmoid(*this); }
+Tensor Tensor::tanh() const { return octo::tanh(*this); }
+
+namespace {
+/// Checks an in-place op `self op= other`: other broadcasts to self, the result type casts to
+/// self's dtype. Returns other as self's dtype and shape (a copy when it overlaps self).
+Tensor inplace_operand(const char* op, const Tensor& self, const Tensor& other) {
+  check_inputs(op, {&self, &other});
+  Shape shape = broadcast_impl(self.sizes(), other.sizes(), op);
+  OCTO_CHECK_VALUE(shape == self.sizes(), op, ": output with shape ", self.sizes(),
+                   " doesn't match the broadcast shape ", shape);
+  DType rt = result_type(self, other);
+  OCTO_CHECK_VALUE(can_cast(rt, self.dtype()), op, ": result type ", rt,
+                   " can't be cast to the desired output type ", self.dtype());
+  Tensor o = convert_raw(other, self.dtype());
+  // e.g. x.add_(x.t()): read a copy, not the values being written
+  if (o.is_alias_of(self)) o = copy_raw(o);
+  return broadcast_view(o, shape);
+}
+}  // namespace
+
+const Tensor& Tensor::add_(const Tensor& other, Scalar alpha) const {
+  autograd::check_inplace(*this);
+  Tensor o = inplace_operand("add_", *this, other);
+  OCTO_CHECK_VALUE(is_floating(dtype()) || alpha.is_integral(),
+                   "add_: for integral input "
+                   "tensors, argument alpha must not be a floating point number, got ",
+                   alpha);
+  if (!is_one(alpha)) o = raw_unary(UnaryOp::MulScalar, o, alpha);
+  if (numel() > 0) kernels::backend(device()).binary(BinaryOp::Add, arg(), arg(), o.arg(), {});
+  Input io(other);
+  autograd::record_inplace(
+      "AddBackward", *this, {other}, {},
+      [io, alpha](const TensorList& g, const TensorList&) -> TensorList {
+        return {g[0], io.grad([&] { return is_one(alpha) ? g[0] : g[0] * alpha; })};
+      });
+  return *this;
+}
+
+const Tensor& Tensor::mul_(const Tensor& other) const {
+  autograd::check_inplace(*this);
+  Tensor o = inplace_operand("mul_", *this, other);
+  Input io(other);
+  Tensor old_self;  // the value before the update, for d/d other
+  if (io.needs && autograd::GradMode::is_enabled()) old_self = copy_raw(*this);
+  if (numel() > 0) kernels::backend(device()).binary(BinaryOp::Mul, arg(), arg(), o.arg(), {});
+  bool self_needs = requires_grad();
+  // x.mul_(x.detach()) overwrote the factor that d/d(old self) needs. record_inplace saves after
+  // the version bump, so the saved-tensor check cannot see it; report it like PyTorch does.
+  bool overwritten = self_needs && other.is_alias_of(*this);
+  autograd::record_inplace(
+      "MulBackward", *this, {other}, {other, old_self},
+      [io, self_needs, overwritten](const TensorList& g, const TensorList& s) -> TensorList {
+        OCTO_CHECK(!overwritten,
+                   "one of the variables needed for gradient computation has been "
+                   "modified by an inplace operation: MulBackward saved the other operand of "
+                   "mul_, which is the tensor mul_ overwrote; multiply by a clone() instead");
+        return {self_needs ? g[0] * s[0] : Tensor(), io.grad([&] { return g[0] * s[1]; })};
+      });
+  return *this;
+}
+
+const Tensor& Tensor::mul_(Scalar s) const {
+  autograd::check_inplace(*this);
+  OCTO_CHECK_VALUE(defined(), "mul_: expected a defined tensor");
+  OCTO_CHECK_VALUE(can_cast(result_type(dtype(), s), dtype()), "mul_: result type ",
+                   result_type(dtype(), s), " can't be cast to the desired output type ", dtype());
+  if (numel() > 0) kernels::backend(device()).unary(UnaryOp::MulScalar, arg(), arg(), s, {});
+  autograd::record_inplace(
+      "MulBackward", *this, {}, {},
+      [s](const TensorList& g, const TensorList&) -> TensorList { return {g[0] * s}; });
+  return *this;
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+
+Tensor operator+(const Tensor& a, Scalar b) {
+  check_inputs("add", {&a});
+  DType dt = result_type(a.dtype(), b);
+  Tensor out = raw_unary(UnaryOp::AddScalar, convert_raw(a, dt), b);
+  Input ia(a);
+  return autograd::record("AddBackward", out, {a}, {},
+                          [ia](const TensorList& g, const TensorList&) -> TensorList {
+                            return {ia.grad([&] { return g[0]; })};
+                          });
+}
+Tensor operator-(const Tensor& a, Scalar b) { return a + negate(b); }
+Tensor operator*(const Tensor& a, Scalar b) {
+  check_inputs("mul", {&a});
+  DType dt = result_type(a.dtype(), b);
+  Tensor out = raw_unary(UnaryOp::MulScalar, convert_raw(a, dt), b);
+  Input ia(a);
+  return autograd::record("MulBackward", out, {a}, {},
+                          [ia, b](const TensorList& g, const TensorList&) -> TensorList {
+                            return {ia.grad([&] { return g[0] * b; })};
+                          });
+}
+Tensor operator/(const Tensor& a, Scalar b) {
+  check_inputs("div", {&a});
+  return div(a, wrap(b, result_type(a.dtype(), b), a.device()));
+}
+Tensor operator+(Scalar a, const Tensor& b) { return b + a; }
+Tensor operator-(Scalar a, const Tensor& b) {
+  check_inputs("sub", {&b});
+  return sub(wrap(a, result_type(b.dtype(), a), b.device()), b);
+}
+Tensor operator*(Scalar a, const Tensor& b) { return b * a; }
+Tensor operator/(Scalar a, const Tensor& b) {
+  check_inputs("div", {&b});
+  return div(wrap(a, result_type(b.dtype(), a), b.device()), b);
+}
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor& operator+=(Tensor& a, const Tensor& b) {
+  a.add_(b);
+  return a;
+}
+Tensor& operator-=(Tensor& a, const Tensor& b) {
+  a.sub_(b);
+  return a;
+}
+Tensor& operator*=(Tensor& a, const Tensor& b) {
+  a.mul_(b);
+  return a;
+}
+Tensor& operator*=(Tensor& a, Scalar b) {
+  a.mul_(b);
+  return a;
+}
 
 }  // namespace octo

@@ -1,12 +1,174 @@
-// batch_norm and layer_norm, forward and backward. (placeholder: not implemented yet)
+// batch_norm and layer_norm, forward and backward.
+//
+// batch_norm runs the Backend's fused kernel. In training its backward is the fused
+// batch_norm_backward kernel (the batch statistics depend on every input, so the gradient is not
+// elementwise); in eval the running statistics are constants and the backward is the elementwise
+// g * w * invstd, written in tensor ops. layer_norm is a composite of differentiable ops
+// (mean, var, rsqrt, mul, add) and needs no backward of its own.
+#include "autograd/function.h"
+#include "autograd/ops/elementwise.h"
 #include "autograd/ops/nn_ops.h"
+#include "autograd/ops/reduce.h"
 #include "core/error.h"
-
-#define OCTO_TODO(name) OCTO_THROW(::octo::NotImplementedError, name " is not implemented yet")
+#include "kernels/backend.h"
 
 namespace octo {
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) { OCTO_TODO("batch_norm"); }
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) { OCTO_TODO("layer_norm"); }
+using autograd::TensorList;
+
+namespace {
+
+/// Checks that an optional per-channel tensor (weight, bias, running stats) is [C] with the
+/// input's dtype.
+void check_channel_param(const Tensor& t, const char* name, int64_t channels, DType dtype) {
+  if (!t.defined()) return;
+  OCTO_CHECK_VALUE(t.dim() == 1 && t.size(0) == channels, "batch_norm: expected ", name,
+                   " of shape [", channels, "] (one value per channel of the input), got ",
+                   t.sizes());
+  OCTO_CHECK_VALUE(t.dtype() == dtype, "batch_norm: expected ", name, " to have the input's dtype ",
+                   dtype, ", got ", t.dtype());
+}
+
+/// [1, C, 1, ...] with ndim dims: a [C] tensor viewed this way broadcasts over [N, C, *].
+Shape channel_shape(int64_t ndim, int64_t channels) {
+  Shape s(static_cast<size_t>(ndim), 1);
+  s[1] = channels;
+  return s;
+}
+
+/// Every dim except the channel dim 1.
+Shape non_channel_dims(int64_t ndim) {
+  Shape dims{0};
+  for (int64_t d = 2; d < ndim; ++d) dims.push_back(d);
+  return dims;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  OCTO_CHECK_VALUE(input.defined(), "batch_norm: input is undefined");
+  OCTO_CHECK_VALUE(input.dim() >= 2,
+                   "batch_norm: expected input of shape [N, C, *] with at least "
+                   "2 dims, got ",
+                   input.sizes());
+  OCTO_CHECK_VALUE(input.dtype() == kFloat32 || input.dtype() == kFloat64,
+                   "batch_norm: expected a float32 or float64 input, got ", input.dtype());
+  detail::check_same_device({&input, &running_mean, &running_var, &weight, &bias});
+  const int64_t channels = input.size(1);
+  check_channel_param(weight, "weight", channels, input.dtype());
+  check_channel_param(bias, "bias", channels, input.dtype());
+  check_channel_param(running_mean, "running_mean", channels, input.dtype());
+  check_channel_param(running_var, "running_var", channels, input.dtype());
+  OCTO_CHECK_VALUE(running_mean.defined() == running_var.defined(),
+                   "batch_norm: running_mean "
+                   "and running_var must both be given or both be undefined");
+  OCTO_CHECK_VALUE(training || running_mean.defined(),
+                   "batch_norm: running_mean and running_var "
+                   "must be defined in evaluation mode (training = false)");
+  if (training) {
+    // Same check (and message) as torch.nn.functional.batch_norm.
+    const int64_t per_channel = input.numel() / std::max<int64_t>(channels, 1);
+    OCTO_CHECK_VALUE(channels == 0 || per_channel != 1,
+                     "Expected more than 1 value per channel "
+                     "when training, got input size ",
+                     input.sizes());
+  }
+
+  const Device device = input.device();
+  const DType dtype = input.dtype();
+  Tensor out = detail::make_empty(input.sizes(), dtype, device);
+  Tensor save_mean = detail::make_empty({channels}, dtype, device);
+  Tensor save_invstd = detail::make_empty({channels}, dtype, device);
+  {
+    // The running statistics are buffers: updated in place outside the graph.
+    NoGradGuard no_grad;
+    kernels::backend(device).batch_norm_forward(
+        out.arg(), save_mean.arg(), save_invstd.arg(), input.arg(), weight.arg(), bias.arg(),
+        running_mean.arg(), running_var.arg(), training, momentum, eps);
+  }
+  if (training && running_mean.defined()) {
+    running_mean.bump_version();
+    running_var.bump_version();
+  }
+
+  const bool need_input = input.requires_grad();
+  const bool need_weight = weight.defined() && weight.requires_grad();
+  const bool need_bias = bias.defined() && bias.requires_grad();
+  if (training) {
+    // Saved: input [N, C, *], weight [C] (may be undefined), save_mean [C], save_invstd [C].
+    return autograd::record("NativeBatchNormBackward", out, {input, weight, bias},
+                            {input, weight, save_mean, save_invstd},
+                            [need_input, need_weight, need_bias](
+                                const TensorList& g, const TensorList& s) -> TensorList {
+                              const Tensor& x = s[0];
+                              const Tensor go =
+                                  g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());
+                              const int64_t c = x.size(1);
+                              Tensor gi, gw, gb;
+                              if (need_input)
+                                gi = detail::make_empty(x.sizes(), x.dtype(), x.device());
+                              if (need_weight) gw = detail::make_empty({c}, x.dtype(), x.device());
+                              if (need_bias) gb = detail::make_empty({c}, x.dtype(), x.device());
+                              kernels::backend(x.device())
+                                  .batch_norm_backward(gi.arg(), gw.arg(), gb.arg(), go.arg(),
+                                                       x.arg(), s[1].arg(), s[2].arg(), s[3].arg());
+                              return {gi, gw, gb};
+                            });
+  }
+  // Eval: y = (x - running_mean) * invstd * w + b with constant running statistics.
+  return autograd::record("NativeBatchNormBackward", out, {input, weight, bias},
+                          {input, weight, running_mean, running_var},
+                          [need_input, need_weight, need_bias, eps](
+                              const TensorList& g, const TensorList& s) -> TensorList {
+                            const Tensor &x = s[0], &w = s[1], &rm = s[2], &rv = s[3];
+                            const Shape bshape = channel_shape(x.dim(), x.size(1));
+                            const Shape dims = non_channel_dims(x.dim());
+                            const Tensor invstd = rsqrt(rv + eps);  // [C]
+                            Tensor gi, gw, gb;
+                            if (need_input)
+                              gi = g[0] * (w.defined() ? w * invstd : invstd).view(bshape);
+                            if (need_weight)
+                              gw = sum(g[0] * ((x - rm.view(bshape)) * invstd.view(bshape)), dims);
+                            if (need_bias) gb = sum(g[0], dims);
+                            return {gi, gw, gb};
+                          });
+}
+
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  OCTO_CHECK_VALUE(input.defined(), "layer_norm: input is undefined");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  OCTO_CHECK_VALUE(k >= 1,
+                   "layer_norm: expected normalized_shape to be at least 1-dimensional, "
+                   "i.e., containing at least one element, got ",
+                   normalized_shape);
+  const int64_t ndim = input.dim();
+  bool match = ndim >= k;
+  for (int64_t i = 0; match && i < k; ++i) match = input.size(ndim - k + i) == normalized_shape[i];
+  OCTO_CHECK_VALUE(match, "layer_norm: given normalized_shape=", normalized_shape,
+                   ", expected input with shape [*, ", shape_str(normalized_shape).substr(1),
+                   ", but got input of size ", input.sizes());
+  OCTO_CHECK_VALUE(input.is_floating_point(), "layer_norm: expected a floating-point input, got ",
+                   input.dtype());
+  detail::check_same_device({&input, &weight, &bias});
+  OCTO_CHECK_VALUE(!weight.defined() || weight.sizes() == normalized_shape,
+                   "layer_norm: expected weight of the same shape as normalized_shape ",
+                   normalized_shape, ", got ", weight.defined() ? weight.sizes() : Shape{});
+  OCTO_CHECK_VALUE(!bias.defined() || bias.sizes() == normalized_shape,
+                   "layer_norm: expected bias of the same shape as normalized_shape ",
+                   normalized_shape, ", got ", bias.defined() ? bias.sizes() : Shape{});
+
+  Shape dims;
+  for (int64_t i = 0; i < k; ++i) dims.push_back(ndim - k + i);
+  // Each row's statistics over the normalised dims: mean and biased variance, kept as size 1.
+  const Tensor mu = mean(input, dims, /*keepdim=*/true);
+  const Tensor sigma2 = var(input, dims, /*correction=*/0, /*keepdim=*/true);
+  Tensor out = (input - mu) * rsqrt(sigma2 + eps);
+  if (weight.defined()) out = out * weight;
+  if (bias.defined()) out = out + bias;
+  return out;
+}
 
 }  // namespace octo

@@ -21,7 +21,7 @@ namespace {
 std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& shape) {
   int64_t numel = detail::shape_numel(sizes);
   Shape out(shape.size());
-  if (numel == 0) return detail::contiguous_strides(shape);
+  if (numel == 0 || sizes.empty()) return detail::contiguous_strides(shape);  // 0-d: all ones
   int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
   int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
   int64_t tensor_numel = 1, view_numel = 1;

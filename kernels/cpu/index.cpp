@@ -1,14 +1,201 @@
-// CPU index_select, index_add, gather, scatter_add. (placeholder: not implemented yet)
+// CPU index_select, index_add, gather, scatter_add: strided loops driven by int64 index tensors.
+//
+// All four reduce to two loops over a "full" index argument that has the shape of the
+// iterated tensor (index_select/index_add broadcast their 1-d index with stride 0 elsewhere):
+//   gather_loop:       out[p] = in[p with p[dim] = index[p]]           (p over out's shape)
+//   scatter_add_loop:  out[p with p[dim] = index[p]] += src[p]         (p over index's shape)
+// Indices are validated in a separate pass before anything is written, so a bad index leaves
+// the output untouched. gather writes distinct elements, so any position may run in parallel.
+// scatter_add may hit the same output element from several positions along dim (never from two
+// positions that differ elsewhere), so it runs in parallel over the non-indexed positions and
+// walks dim sequentially inside each: race-free without atomics.
+#include <algorithm>
+#include <array>
+#include <type_traits>
+
 #include "core/error.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/loops.h"
 
 namespace octo::kernels {
 
-#define OCTO_CPU_TODO(name) OCTO_THROW(NotImplementedError, "cpu backend: " name " is not implemented yet")
+namespace {
 
-void CpuBackend::index_select(const TensorArg&, const TensorArg&, int, const TensorArg&) { OCTO_CPU_TODO("index_select"); }
-void CpuBackend::index_add(const TensorArg&, int, const TensorArg&, const TensorArg&) { OCTO_CPU_TODO("index_add"); }
-void CpuBackend::gather(const TensorArg&, const TensorArg&, int, const TensorArg&) { OCTO_CPU_TODO("gather"); }
-void CpuBackend::scatter_add(const TensorArg&, int, const TensorArg&, const TensorArg&) { OCTO_CPU_TODO("scatter_add"); }
+/// Like cpu::strided_runs (same callback), but the flat range is split across threads even
+/// inside the innermost dim, so a 1-d or single-row problem still runs in parallel.
+template <size_t N, typename Fn>
+void parallel_runs(const std::array<TensorArg, N>& args, int64_t grain, Fn fn) {
+  const TensorArg& ref = args[0];
+  const int64_t total = ref.numel();
+  if (total == 0) return;
+  // Drop size-1 dims and merge dims contiguous in every tensor (as strided_runs does).
+  int nd = 0;
+  int64_t sizes[kMaxDims];
+  int64_t strides[N][kMaxDims];
+  for (int d = 0; d < ref.ndim; ++d) {
+    if (ref.sizes[d] == 1) continue;
+    bool merge = nd > 0;
+    for (size_t k = 0; k < N && merge; ++k)
+      merge = strides[k][nd - 1] == args[k].strides[d] * ref.sizes[d];
+    for (size_t k = 0; k < N; ++k) strides[k][merge ? nd - 1 : nd] = args[k].strides[d];
+    if (merge) {
+      sizes[nd - 1] *= ref.sizes[d];
+    } else {
+      sizes[nd++] = ref.sizes[d];
+    }
+  }
+  if (nd == 0) {
+    sizes[0] = 1;
+    for (size_t k = 0; k < N; ++k) strides[k][0] = 0;
+    nd = 1;
+  }
+  std::array<int64_t, N> elem, inner_stride;
+  for (size_t k = 0; k < N; ++k) {
+    elem[k] = static_cast<int64_t>(itemsize(args[k].dtype));
+    inner_stride[k] = strides[k][nd - 1] * elem[k];
+  }
+  parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t pos = begin; pos < end;) {
+      std::array<int64_t, N> off{};
+      int64_t rem = pos;
+      for (int d = nd - 1; d >= 0; --d) {
+        const int64_t i = rem % sizes[d];
+        rem /= sizes[d];
+        for (size_t k = 0; k < N; ++k) off[k] += i * strides[k][d];
+      }
+      const int64_t n = std::min(end - pos, sizes[nd - 1] - pos % sizes[nd - 1]);
+      std::array<char*, N> ptrs;
+      for (size_t k = 0; k < N; ++k) ptrs[k] = static_cast<char*>(args[k].data) + off[k] * elem[k];
+      fn(ptrs, inner_stride, n);
+      pos += n;
+    }
+  });
+}
+
+/// Throws IndexError for the first index outside [0, size) (named by op, dim and size).
+void check_indices(const TensorArg& index, int64_t size, int dim, const char* op) {
+  OCTO_INTERNAL_ASSERT(index.dtype == kInt64);
+  parallel_runs<1>(
+      {index}, cpu::kGrain, [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * s[0]);
+          OCTO_CHECK_INDEX(v >= 0 && v < size, op, ": index ", v,
+                           " is out of bounds for dimension ", dim, " with size ", size);
+        }
+      });
+}
+
+/// `t` iterated over `shape`'s sizes: t's own strides, but stride 0 along dim (the kernel adds
+/// index * t.strides[dim] itself).
+TensorArg along(const TensorArg& t, const TensorArg& shape, int dim) {
+  TensorArg a = t;
+  a.ndim = shape.ndim;
+  for (int d = 0; d < shape.ndim; ++d) a.sizes[d] = shape.sizes[d];
+  a.strides[dim] = 0;
+  return a;
+}
+
+/// A 1-d index of length index.sizes[0] viewed with `shape`'s sizes: stride 0 outside dim.
+TensorArg broadcast_index(const TensorArg& index, const TensorArg& shape, int dim) {
+  TensorArg a = index;
+  a.ndim = shape.ndim;
+  for (int d = 0; d < shape.ndim; ++d) {
+    a.sizes[d] = shape.sizes[d];
+    a.strides[d] = 0;
+  }
+  a.strides[dim] = index.ndim == 0 ? 0 : index.strides[0];
+  return a;
+}
+
+template <typename T>
+inline void add_into(T* p, T v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
+    *p = T(static_cast<float>(*p) + static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    *p = *p || v;
+  } else {
+    *p = static_cast<T>(*p + v);
+  }
+}
+
+/// out[p] = in[p with p[dim] = index[p]] for p over out's shape; index has out's shape.
+void gather_loop(const TensorArg& out, const TensorArg& in, int dim, const TensorArg& index) {
+  OCTO_INTERNAL_ASSERT(out.dtype == in.dtype && index.dtype == kInt64);
+  const TensorArg src = along(in, out, dim);
+  const int64_t step = in.strides[dim];
+  OCTO_DISPATCH_ALL_AND_HALF(out.dtype, "gather", [&] {
+    parallel_runs<3>({out, index, src}, cpu::kGrain,
+                     [step](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+                       for (int64_t i = 0; i < n; ++i) {
+                         const int64_t k = *reinterpret_cast<const int64_t*>(p[1] + i * s[1]);
+                         *reinterpret_cast<scalar_t*>(p[0] + i * s[0]) =
+                             reinterpret_cast<const scalar_t*>(p[2] + i * s[2])[k * step];
+                       }
+                     });
+  });
+}
+
+/// out[p with p[dim] = index[p]] += src[p] for p over index's shape (src at least as large).
+void scatter_add_loop(const TensorArg& out, int dim, const TensorArg& index, const TensorArg& src) {
+  OCTO_INTERNAL_ASSERT(out.dtype == src.dtype && index.dtype == kInt64);
+  // Iterate over index's shape with dim collapsed to 1; each visit walks dim sequentially.
+  TensorArg idx = index;
+  idx.sizes[dim] = 1;
+  const TensorArg dst = along(out, idx, dim);
+  const TensorArg from = along(src, idx, dim);
+  const int64_t len = index.sizes[dim];
+  const int64_t idx_step = index.strides[dim], src_step = src.strides[dim];
+  const int64_t out_step = out.strides[dim];
+  const int64_t grain = std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(len, 1));
+  OCTO_DISPATCH_ALL_AND_HALF(out.dtype, "scatter_add", [&] {
+    parallel_runs<3>(
+        {dst, idx, from}, grain, [=](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+          for (int64_t j = 0; j < len; ++j) {
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t k = reinterpret_cast<const int64_t*>(p[1] + i * s[1])[j * idx_step];
+              const scalar_t v = reinterpret_cast<const scalar_t*>(p[2] + i * s[2])[j * src_step];
+              add_into(reinterpret_cast<scalar_t*>(p[0] + i * s[0]) + k * out_step, v);
+            }
+          }
+        });
+  });
+}
+
+}  // namespace
+
+void CpuBackend::index_select(const TensorArg& out, const TensorArg& in, int dim,
+                              const TensorArg& index) {
+  OCTO_INTERNAL_ASSERT(index.ndim <= 1 && out.ndim == in.ndim && dim >= 0 && dim < in.ndim);
+  OCTO_INTERNAL_ASSERT(out.sizes[dim] == index.numel());
+  check_indices(index, in.sizes[dim], dim, "index_select");
+  if (out.numel() == 0) return;
+  gather_loop(out, in, dim, broadcast_index(index, out, dim));
+}
+
+void CpuBackend::index_add(const TensorArg& out, int dim, const TensorArg& index,
+                           const TensorArg& src) {
+  OCTO_INTERNAL_ASSERT(index.ndim <= 1 && out.ndim == src.ndim && dim >= 0 && dim < out.ndim);
+  OCTO_INTERNAL_ASSERT(src.sizes[dim] == index.numel());
+  check_indices(index, out.sizes[dim], dim, "index_add");
+  if (src.numel() == 0) return;
+  scatter_add_loop(out, dim, broadcast_index(index, src, dim), src);
+}
+
+void CpuBackend::gather(const TensorArg& out, const TensorArg& in, int dim,
+                        const TensorArg& index) {
+  OCTO_INTERNAL_ASSERT(index.ndim == in.ndim && out.ndim == in.ndim && dim >= 0 && dim < in.ndim);
+  check_indices(index, in.sizes[dim], dim, "gather");
+  if (out.numel() == 0) return;
+  gather_loop(out, in, dim, index);
+}
+
+void CpuBackend::scatter_add(const TensorArg& out, int dim, const TensorArg& index,
+                             const TensorArg& src) {
+  OCTO_INTERNAL_ASSERT(index.ndim == out.ndim && src.ndim == out.ndim && dim >= 0 &&
+                       dim < out.ndim);
+  check_indices(index, out.sizes[dim], dim, "scatter_add");
+  if (index.numel() == 0) return;
+  scatter_add_loop(out, dim, index, src);
+}
 
 }  // namespace octo::kernels

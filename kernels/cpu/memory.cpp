@@ -25,7 +25,11 @@ void CpuBackend::copy(const TensorArg& dst, const TensorArg& src) {
         for (int64_t i = 0; i < n; ++i) {
           const src_t v = *reinterpret_cast<const src_t*>(p[1] + i * s[1]);
           if constexpr (std::is_same_v<dst_t, bool>) {
-            *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = static_cast<float>(v) != 0.0f;
+            if constexpr (std::is_same_v<src_t, BFloat16> || std::is_same_v<src_t, Float16>) {
+              *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = static_cast<float>(v) != 0.0f;
+            } else {
+              *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = v != src_t(0);
+            }
           } else if constexpr (std::is_same_v<src_t, BFloat16> || std::is_same_v<src_t, Float16>) {
             *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = static_cast<dst_t>(static_cast<float>(v));
           } else if constexpr (std::is_same_v<dst_t, BFloat16> || std::is_same_v<dst_t, Float16>) {

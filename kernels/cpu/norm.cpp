@@ -1,12 +1,248 @@
-// CPU batch-norm forward and backward. (placeholder: not implemented yet)
+// CPU batch-norm forward and backward over [N, C, *] inputs of any strides, one channel per task.
+//
+// Statistics are accumulated in double (two passes: mean, then centred sum of squares), so float32
+// inputs get the same mean/variance as a float64 reference up to the final rounding. Channels are
+// independent, so the work is split across threads by channel. Every tensor is read through its
+// own strides, so views and expanded (stride-0) gradients need no copy: the loops are compiled
+// for unit-stride planes, single-stride planes and, for any other view, a table of offsets.
+#include <cmath>
+#include <vector>
+
 #include "core/error.h"
+#include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/loops.h"
 
 namespace octo::kernels {
 
-#define OCTO_CPU_TODO(name) OCTO_THROW(NotImplementedError, "cpu backend: " name " is not implemented yet")
+namespace {
 
-void CpuBackend::batch_norm_forward(const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, bool, double, double) { OCTO_CPU_TODO("batch_norm_forward"); }
-void CpuBackend::batch_norm_backward(const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&) { OCTO_CPU_TODO("batch_norm_backward"); }
+/// Where the elements of a [N, C, *] tensor are: offset(n, c, s) = n * sn + c * sc + plane(s),
+/// where s is the row-major index over the spatial dims (those after C).
+struct PlaneLayout {
+  int64_t sn = 0, sc = 0;
+  int64_t plane_stride = 1;    // plane(s) = s * plane_stride, or -1 when the dims do not collapse
+  std::vector<int64_t> table;  // plane(s) for every s; built only when plane_stride == -1
+  const TensorArg* arg;
+
+  explicit PlaneLayout(const TensorArg& t) : sn(t.strides[0]), sc(t.strides[1]), arg(&t) {
+    // Spatial dims collapse to one stride when each (size > 1) dim steps over the next one.
+    int64_t expected = -1;  // stride the next-outer dim must have, once one dim was seen
+    for (int d = t.ndim - 1; d >= 2; --d) {
+      if (t.sizes[d] == 1) continue;
+      if (expected == -1) {
+        plane_stride = t.strides[d];
+      } else if (t.strides[d] != expected) {
+        plane_stride = -1;
+        break;
+      }
+      expected = t.strides[d] * t.sizes[d];
+    }
+  }
+  void build_table() {
+    const TensorArg& t = *arg;
+    int64_t count = 1;
+    for (int d = 2; d < t.ndim; ++d) count *= t.sizes[d];
+    table.resize(static_cast<size_t>(count));
+    int64_t idx[kMaxDims] = {};
+    int64_t off = 0;
+    for (int64_t s = 0; s < count; ++s) {
+      table[static_cast<size_t>(s)] = off;
+      for (int d = t.ndim - 1; d >= 2; --d) {  // increment the multi-index over dims 2..
+        off += t.strides[d];
+        if (++idx[d] < t.sizes[d]) break;
+        off -= idx[d] * t.strides[d];
+        idx[d] = 0;
+      }
+    }
+  }
+};
+
+// The three ways of finding element s of a plane, from fastest to most general.
+struct ContiguousPlane {
+  explicit ContiguousPlane(const PlaneLayout&) {}
+  int64_t operator()(int64_t s) const { return s; }
+};
+struct StridedPlane {
+  int64_t st;
+  explicit StridedPlane(const PlaneLayout& l) : st(l.plane_stride) {}
+  int64_t operator()(int64_t s) const { return s * st; }
+};
+struct TablePlane {
+  const int64_t* t;
+  explicit TablePlane(const PlaneLayout& l) : t(l.table.data()) {}
+  int64_t operator()(int64_t s) const { return t[s]; }
+};
+
+template <typename Plane>
+struct Indexer {
+  int64_t sn, sc;
+  Plane plane;
+  explicit Indexer(const PlaneLayout& l) : sn(l.sn), sc(l.sc), plane(l) {}
+  int64_t at(int64_t n, int64_t c, int64_t s) const { return n * sn + c * sc + plane(s); }
+};
+
+/// Calls fn(Indexer...) with one indexer per layout, all of the fastest kind they all allow, so
+/// the common contiguous case compiles to unit-stride loops.
+template <typename Fn, typename... L>
+void with_indexers(Fn fn, L&... layouts) {
+  if (((layouts.plane_stride == 1) && ...)) {
+    fn(Indexer<ContiguousPlane>(layouts)...);
+  } else if (((layouts.plane_stride != -1) && ...)) {
+    fn(Indexer<StridedPlane>(layouts)...);
+  } else {
+    (layouts.build_table(), ...);
+    fn(Indexer<TablePlane>(layouts)...);
+  }
+}
+
+/// Element c of a 1-d [C] tensor, or `fallback` when the tensor is undefined.
+template <typename T>
+double param(const TensorArg& t, int64_t c, double fallback) {
+  if (!t.defined()) return fallback;
+  return static_cast<double>(t.data_as<T>()[c * t.strides[0]]);
+}
+
+template <typename T>
+void set_param(const TensorArg& t, int64_t c, double v) {
+  if (t.defined()) t.data_as<T>()[c * t.strides[0]] = static_cast<T>(v);
+}
+
+/// Grain for parallel_for over channels: at least ~kGrain elements of work per chunk.
+int64_t channel_grain(int64_t per_channel) {
+  return std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(per_channel, 1));
+}
+
+int64_t spatial_numel(const TensorArg& t) {
+  int64_t n = 1;
+  for (int d = 2; d < t.ndim; ++d) n *= t.sizes[d];
+  return n;
+}
+
+void check_layout(const TensorArg& input, const TensorArg& other) {
+  OCTO_INTERNAL_ASSERT(input.ndim >= 2 && other.ndim == input.ndim);
+  for (int d = 0; d < input.ndim; ++d) OCTO_INTERNAL_ASSERT(other.sizes[d] == input.sizes[d]);
+}
+
+}  // namespace
+
+void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_mean,
+                                    const TensorArg& save_invstd, const TensorArg& input,
+                                    const TensorArg& weight, const TensorArg& bias,
+                                    const TensorArg& running_mean, const TensorArg& running_var,
+                                    bool training, double momentum, double eps) {
+  check_layout(input, out);
+  OCTO_INTERNAL_ASSERT(training || (running_mean.defined() && running_var.defined()));
+  const int64_t N = input.sizes[0], C = input.sizes[1];
+  const int64_t S = spatial_numel(input);
+  const int64_t count = N * S;  // values per channel
+  PlaneLayout in_layout(input), out_layout(out);
+  OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_forward", [&] {
+    const scalar_t* x = input.data_as<scalar_t>();
+    scalar_t* y = out.data_as<scalar_t>();
+    with_indexers(
+        [&](auto xi, auto yi) {
+          parallel_for(0, C, channel_grain(count), [&](int64_t c0, int64_t c1) {
+            for (int64_t c = c0; c < c1; ++c) {
+              double mean = 0.0, invstd = 0.0;
+              if (training) {
+                if (count == 0) {  // nothing to normalise; running stats stay as they are
+                  set_param<scalar_t>(save_mean, c, 0.0);
+                  set_param<scalar_t>(save_invstd, c, 0.0);
+                  continue;
+                }
+                double sum = 0.0;
+                for (int64_t n = 0; n < N; ++n)
+                  for (int64_t s = 0; s < S; ++s) sum += static_cast<double>(x[xi.at(n, c, s)]);
+                mean = sum / static_cast<double>(count);
+                double sq = 0.0;
+                for (int64_t n = 0; n < N; ++n)
+                  for (int64_t s = 0; s < S; ++s) {
+                    const double d = static_cast<double>(x[xi.at(n, c, s)]) - mean;
+                    sq += d * d;
+                  }
+                const double var = sq / static_cast<double>(count);  // biased: used to normalise
+                invstd = 1.0 / std::sqrt(var + eps);
+                set_param<scalar_t>(save_mean, c, mean);
+                set_param<scalar_t>(save_invstd, c, invstd);
+                // PyTorch's rule: running = (1 - momentum) * running + momentum * batch statistic,
+                // with the unbiased variance (count / (count - 1)).
+                if (running_mean.defined()) {
+                  const double rm = param<scalar_t>(running_mean, c, 0.0);
+                  set_param<scalar_t>(running_mean, c, momentum * mean + (1.0 - momentum) * rm);
+                }
+                if (running_var.defined()) {
+                  const double rv = param<scalar_t>(running_var, c, 0.0);
+                  const double unbiased = sq / static_cast<double>(count - 1);
+                  set_param<scalar_t>(running_var, c, momentum * unbiased + (1.0 - momentum) * rv);
+                }
+              } else {
+                mean = param<scalar_t>(running_mean, c, 0.0);
+                invstd = 1.0 / std::sqrt(param<scalar_t>(running_var, c, 1.0) + eps);
+              }
+              // y = (x - mean) * (invstd * w) + b; centring first keeps precision when |mean| >>
+              // std.
+              const double scale = invstd * param<scalar_t>(weight, c, 1.0);
+              const double shift = param<scalar_t>(bias, c, 0.0);
+              for (int64_t n = 0; n < N; ++n)
+                for (int64_t s = 0; s < S; ++s)
+                  y[yi.at(n, c, s)] = static_cast<scalar_t>(
+                      (static_cast<double>(x[xi.at(n, c, s)]) - mean) * scale + shift);
+            }
+          });
+        },
+        in_layout, out_layout);
+  });
+}
+
+void CpuBackend::batch_norm_backward(const TensorArg& grad_input, const TensorArg& grad_weight,
+                                     const TensorArg& grad_bias, const TensorArg& grad_out,
+                                     const TensorArg& input, const TensorArg& weight,
+                                     const TensorArg& save_mean, const TensorArg& save_invstd) {
+  check_layout(input, grad_out);
+  const bool want_gi = grad_input.defined() && grad_input.numel() > 0;
+  if (want_gi) check_layout(input, grad_input);
+  const int64_t N = input.sizes[0], C = input.sizes[1];
+  const int64_t S = spatial_numel(input);
+  const int64_t count = N * S;
+  PlaneLayout in_layout(input), go_layout(grad_out), gi_layout(want_gi ? grad_input : input);
+  OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_backward", [&] {
+    const scalar_t* x = input.data_as<scalar_t>();
+    const scalar_t* g = grad_out.data_as<scalar_t>();
+    scalar_t* gi = want_gi ? grad_input.data_as<scalar_t>() : nullptr;
+    with_indexers(
+        [&](auto xi, auto goi, auto gii) {
+          parallel_for(0, C, channel_grain(count), [&](int64_t c0, int64_t c1) {
+            for (int64_t c = c0; c < c1; ++c) {
+              const double mean = param<scalar_t>(save_mean, c, 0.0);
+              const double invstd = param<scalar_t>(save_invstd, c, 0.0);
+              // sum(g) and sum(g * xhat), xhat = (x - mean) * invstd
+              double sum_g = 0.0, sum_gx = 0.0;
+              for (int64_t n = 0; n < N; ++n)
+                for (int64_t s = 0; s < S; ++s) {
+                  const double gv = static_cast<double>(g[goi.at(n, c, s)]);
+                  sum_g += gv;
+                  sum_gx += gv * (static_cast<double>(x[xi.at(n, c, s)]) - mean);
+                }
+              sum_gx *= invstd;
+              set_param<scalar_t>(grad_weight, c, sum_gx);
+              set_param<scalar_t>(grad_bias, c, sum_g);
+              if (!want_gi) continue;
+              // grad_in = invstd * w * (g - mean(g) - xhat * mean(g * xhat))
+              const double mean_g = sum_g / static_cast<double>(count);
+              const double mean_gx = sum_gx / static_cast<double>(count);
+              const double k = invstd * param<scalar_t>(weight, c, 1.0);
+              for (int64_t n = 0; n < N; ++n)
+                for (int64_t s = 0; s < S; ++s) {
+                  const double xhat = (static_cast<double>(x[xi.at(n, c, s)]) - mean) * invstd;
+                  const double gv = static_cast<double>(g[goi.at(n, c, s)]);
+                  gi[gii.at(n, c, s)] = static_cast<scalar_t>(k * (gv - mean_g - xhat * mean_gx));
+                }
+            }
+          });
+        },
+        in_layout, go_layout, gi_layout);
+  });
+}
 
 }  // namespace octo::kernels

@@ -1,41 +1,45 @@
 // The CUDA runtime hooks: device count, current device, allocator lookup, synchronisation.
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
+
 
 #include "core/device_hooks.h"
 #include "core/error.h"
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace octo {
 
 namespace {
-void check(cudaError_t status, const char* call) {
-  OCTO_CHECK(status == cudaSuccess, "CUDA error in ", call, ": ", cudaGetErrorString(status));
-}
 
 class CudaRuntimeHooks final : public CudaHooks {
  public:
   bool is_built() const override { return true; }
+  // The set of visible devices is fixed at CUDA initialisation (CUDA_VISIBLE_DEVICES), so it is
+  // counted once; every tensor allocation checks its device against it.
   int device_count() const override {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-      cudaGetLastError();  // no driver or no GPU: clear the sticky error, report none
-      return 0;
-    }
-    return n;
+    static const int count = [] {
+      int n = 0;
+      if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();  // no driver or no GPU: clear the error, report none
+        return 0;
+      }
+      return n;
+    }();
+    return count;
   }
-  void set_device(int index) const override { check(cudaSetDevice(index), "cudaSetDevice"); }
-  Allocator* allocator(int) const override {
-    OCTO_THROW(NotImplementedError, "the CUDA allocator is not implemented yet");
-  }
+  void set_device(int index) const override { OCTO_CUDA_CHECK(cudaSetDevice(index)); }
+  Allocator* allocator(int index) const override { return cuda::caching_allocator(index); }
   void synchronize(int index) const override {
-    check(cudaSetDevice(index), "cudaSetDevice");
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    cuda::detail::CudaDeviceScope scope(index);
+    OCTO_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::string device_name(int index) const override {
     cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    OCTO_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     return prop.name;
   }
 };
+
 }  // namespace
 
 const CudaHooks& cuda_hooks() {

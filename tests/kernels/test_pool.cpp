@@ -1,2 +1,307 @@
-// Tests for the pool family (kernels layer): written with the family.
+// Tests for the pool family (kernels layer): CPU max/avg pooling against naive loops.
 #include <catch2/catch.hpp>
+
+#include <octo/octo.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/backend.h"
+
+using octo::Shape;
+using octo::Tensor;
+using octo::kernels::Pool2dParams;
+
+namespace {
+
+Tensor random_tensor(const Shape& shape, octo::DType dtype, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(static_cast<size_t>(octo::detail::shape_numel(shape)));
+  for (double& x : v) x = dist(gen);
+  return octo::tensor(v, shape, {.dtype = dtype});
+}
+
+/// Random values in a channels-last layout, viewed as NCHW (non-contiguous).
+Tensor random_nhwc(const Shape& s, octo::DType dtype, uint32_t seed) {
+  return random_tensor({s[0], s[2], s[3], s[1]}, dtype, seed).permute({0, 3, 1, 2});
+}
+
+struct PoolConfig {
+  int64_t N, C, H, W;
+  int64_t kH, kW, sH, sW, pH, pW, dH, dW;
+  bool ceil_mode;
+  bool count_include_pad;
+  Pool2dParams params() const {
+    Pool2dParams p;
+    p.kernel[0] = kH, p.kernel[1] = kW, p.stride[0] = sH, p.stride[1] = sW;
+    p.padding[0] = pH, p.padding[1] = pW, p.dilation[0] = dH, p.dilation[1] = dW;
+    p.ceil_mode = ceil_mode, p.count_include_pad = count_include_pad;
+    return p;
+  }
+};
+
+/// Output length along one dim. Windows start at o * s - p and span d * (k - 1) + 1. Without
+/// ceil_mode a window must fit in the padded input; with it, windows continue until one has
+/// reached the padded end, but a window may not start in the right padding (PyTorch's rule).
+int64_t out_len(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = d * (k - 1) + 1;
+  int64_t n = 0;
+  for (int64_t o = 0;; ++o) {
+    const int64_t start = o * s - p;
+    if (!ceil_mode && start + span > in + p) break;
+    if (ceil_mode && o > 0 && start - s + span >= in + p)
+      break;  // the previous one reached the end
+    if (ceil_mode && start >= in) break;
+    ++n;
+  }
+  return n;
+}
+
+const std::vector<PoolConfig> kConfigs = {
+    // N  C  H  W kH kW sH sW pH pW dH dW ceil incl
+    {2, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1, false, true},
+    {1, 2, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, false, true},
+    {1, 2, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, true, true},
+    {2, 1, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, true, false},
+    {1, 3, 5, 5, 2, 2, 2, 2, 1, 1, 1, 1, true, true},  // the ceil rule drops a window
+    {3, 2, 9, 8, 3, 2, 1, 2, 1, 0, 1, 1, false, false},
+    {1, 2, 10, 9, 3, 3, 2, 3, 1, 1, 2, 2, false, true},  // dilation (max only)
+    {1, 2, 10, 9, 3, 3, 2, 3, 1, 1, 2, 2, true, true},
+    {2, 2, 4, 4, 4, 4, 4, 4, 0, 0, 1, 1, false, true},  // global
+    {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, false, true},  // a single pixel
+    {2, 4, 3, 11, 1, 3, 1, 3, 0, 1, 1, 1, true, false},
+    {2, 4, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, false, true},  // enough work to split the planes
+};
+
+}  // namespace
+
+TEST_CASE("pooling output length helper agrees with hand-computed sizes", "[pool][kernels]") {
+  // Hand-derived with PyTorch's rules: in=5,k=2,s=2,p=1,ceil -> 3 (a 4th would start in the right
+  // padding); in=5,k=2,s=2 ceil -> 3; floor -> 2; in=6,k=3,s=2,p=1 ceil -> 4, floor -> 3.
+  REQUIRE(out_len(5, 2, 2, 1, 1, true) == 3);
+  REQUIRE(out_len(5, 2, 2, 0, 1, true) == 3);
+  REQUIRE(out_len(5, 2, 2, 0, 1, false) == 2);
+  REQUIRE(out_len(6, 3, 2, 1, 1, true) == 4);
+  REQUIRE(out_len(6, 3, 2, 1, 1, false) == 3);
+  REQUIRE(out_len(10, 3, 2, 1, 2, false) == 4);  // span 5: windows start at -1, 1, 3, 5
+}
+
+namespace {
+
+/// Positions in [start, start + len) that also lie in [lo, hi).
+int64_t overlap(int64_t start, int64_t len, int64_t lo, int64_t hi) {
+  return std::max<int64_t>(0, std::min(start + len, hi) - std::max(start, lo));
+}
+
+struct MaxRef {
+  std::vector<double> out;
+  std::vector<int64_t> idx;
+};
+
+/// Max pooling by brute force: the first largest element of each window in scan order.
+MaxRef ref_max(const PoolConfig& c, const std::vector<double>& x) {
+  const int64_t OH = out_len(c.H, c.kH, c.sH, c.pH, c.dH, c.ceil_mode);
+  const int64_t OW = out_len(c.W, c.kW, c.sW, c.pW, c.dW, c.ceil_mode);
+  MaxRef r;
+  for (int64_t pl = 0; pl < c.N * c.C; ++pl)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double best = 0;
+        int64_t arg = -1;
+        for (int64_t i = 0; i < c.kH; ++i)
+          for (int64_t j = 0; j < c.kW; ++j) {
+            const int64_t h = oh * c.sH - c.pH + i * c.dH, w = ow * c.sW - c.pW + j * c.dW;
+            if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
+            const double v = x[static_cast<size_t>((pl * c.H + h) * c.W + w)];
+            if (arg < 0 || v > best) best = v, arg = h * c.W + w;
+          }
+        REQUIRE(arg >= 0);  // every window sees the input
+        r.out.push_back(best);
+        r.idx.push_back(arg);
+      }
+  return r;
+}
+
+/// Average pooling by brute force; also returns each window's divisor.
+std::vector<double> ref_avg(const PoolConfig& c, const std::vector<double>& x,
+                            std::vector<double>* divisors = nullptr) {
+  const int64_t OH = out_len(c.H, c.kH, c.sH, c.pH, 1, c.ceil_mode);
+  const int64_t OW = out_len(c.W, c.kW, c.sW, c.pW, 1, c.ceil_mode);
+  std::vector<double> out;
+  for (int64_t pl = 0; pl < c.N * c.C; ++pl)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t h0 = oh * c.sH - c.pH, w0 = ow * c.sW - c.pW;
+        double sum = 0;
+        for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h0 + c.kH, c.H); ++h)
+          for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w0 + c.kW, c.W); ++w)
+            sum += x[static_cast<size_t>((pl * c.H + h) * c.W + w)];
+        const double div = c.count_include_pad
+                               ? double(overlap(h0, c.kH, -c.pH, c.H + c.pH) *
+                                        overlap(w0, c.kW, -c.pW, c.W + c.pW))
+                               : double(overlap(h0, c.kH, 0, c.H) * overlap(w0, c.kW, 0, c.W));
+        out.push_back(sum / div);
+        if (divisors) divisors->push_back(div);
+      }
+  return out;
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(std::fabs(got[i] - want[i]) <= tol * (1.0 + std::fabs(want[i])));
+  }
+}
+
+void check_pool_config(const PoolConfig& c, octo::DType dtype, bool strided) {
+  INFO("N" << c.N << " C" << c.C << " " << c.H << "x" << c.W << " k" << c.kH << "x" << c.kW << " s"
+           << c.sH << "," << c.sW << " p" << c.pH << "," << c.pW << " d" << c.dH << "," << c.dW
+           << (c.ceil_mode ? " ceil" : "") << (c.count_include_pad ? " incl" : "") << " " << dtype
+           << (strided ? " strided" : ""));
+  auto& be = octo::kernels::cpu_backend();
+  const double tol = dtype == octo::kFloat64 ? 1e-12 : 1e-6;
+  const Shape xs{c.N, c.C, c.H, c.W};
+  Tensor x = strided ? random_nhwc(xs, dtype, 1) : random_tensor(xs, dtype, 1);
+  const auto xv = x.to_vector<double>();
+  // Outputs start out as garbage: random values in a strided layout, or a constant.
+  auto make = [&](const Shape& s, octo::DType dt, uint32_t seed) {
+    return strided ? random_nhwc(s, dt, seed) : octo::full(s, 3, {.dtype = dt});
+  };
+
+  // max pooling
+  {
+    const Shape ys{c.N, c.C, out_len(c.H, c.kH, c.sH, c.pH, c.dH, c.ceil_mode),
+                   out_len(c.W, c.kW, c.sW, c.pW, c.dW, c.ceil_mode)};
+    MaxRef ref = ref_max(c, xv);
+    Tensor y = make(ys, dtype, 2);
+    Tensor idx =
+        strided
+            ? octo::zeros({c.N, ys[2], ys[3], c.C}, {.dtype = octo::kInt64}).permute({0, 3, 1, 2})
+            : octo::zeros(ys, {.dtype = octo::kInt64});
+    be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params());
+    check_close(y.to_vector<double>(), ref.out, tol);
+    REQUIRE(idx.to_vector<int64_t>() == ref.idx);
+
+    Tensor gy = strided ? random_nhwc(ys, dtype, 3) : random_tensor(ys, dtype, 3);
+    const auto gyv = gy.to_vector<double>();
+    std::vector<double> gx_ref(xv.size(), 0.0);
+    for (size_t o = 0; o < gyv.size(); ++o) {
+      const int64_t plane = static_cast<int64_t>(o) / (ys[2] * ys[3]);
+      gx_ref[static_cast<size_t>(plane * c.H * c.W + ref.idx[o])] += gyv[o];
+    }
+    Tensor gx = make(xs, dtype, 4);
+    be.max_pool2d_backward(gx.arg(), gy.arg(), idx.arg(), c.params());
+    check_close(gx.to_vector<double>(), gx_ref, tol);
+  }
+
+  // average pooling (no dilation)
+  if (c.dH == 1 && c.dW == 1) {
+    const Shape ys{c.N, c.C, out_len(c.H, c.kH, c.sH, c.pH, 1, c.ceil_mode),
+                   out_len(c.W, c.kW, c.sW, c.pW, 1, c.ceil_mode)};
+    std::vector<double> divisors;
+    const auto ref = ref_avg(c, xv, &divisors);
+    Tensor y = make(ys, dtype, 5);
+    be.avg_pool2d_forward(y.arg(), x.arg(), c.params());
+    check_close(y.to_vector<double>(), ref, tol);
+
+    Tensor gy = strided ? random_nhwc(ys, dtype, 6) : random_tensor(ys, dtype, 6);
+    const auto gyv = gy.to_vector<double>();
+    std::vector<double> gx_ref(xv.size(), 0.0);
+    size_t o = 0;
+    for (int64_t pl = 0; pl < c.N * c.C; ++pl)
+      for (int64_t oh = 0; oh < ys[2]; ++oh)
+        for (int64_t ow = 0; ow < ys[3]; ++ow, ++o)
+          for (int64_t h = oh * c.sH - c.pH; h < oh * c.sH - c.pH + c.kH; ++h)
+            for (int64_t w = ow * c.sW - c.pW; w < ow * c.sW - c.pW + c.kW; ++w)
+              if (h >= 0 && h < c.H && w >= 0 && w < c.W)
+                gx_ref[static_cast<size_t>((pl * c.H + h) * c.W + w)] += gyv[o] / divisors[o];
+    Tensor gx = make(xs, dtype, 7);
+    be.avg_pool2d_backward(gx.arg(), gy.arg(), c.params());
+    check_close(gx.to_vector<double>(), gx_ref, tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pooling kernels match naive loops", "[pool][kernels]") {
+  for (const PoolConfig& c : kConfigs) {
+    check_pool_config(c, octo::kFloat64, false);
+    check_pool_config(c, octo::kFloat32, false);
+  }
+}
+
+TEST_CASE("pooling kernels accept non-contiguous inputs and outputs", "[pool][kernels]") {
+  for (const PoolConfig& c : kConfigs) {
+    check_pool_config(c, octo::kFloat64, true);
+    check_pool_config(c, octo::kFloat32, true);
+  }
+}
+
+TEST_CASE("max pooling picks the first maximum on ties and propagates NaN", "[pool][kernels]") {
+  auto& be = octo::kernels::cpu_backend();
+  PoolConfig c{1, 2, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, false, true};
+  // Values from {0, 1, 2}: many ties.
+  std::mt19937 gen(5);
+  std::vector<double> v(72);
+  for (double& x : v) x = static_cast<double>(gen() % 3);
+  Tensor x = octo::tensor(v, {1, 2, 6, 6});
+  MaxRef ref = ref_max(c, v);
+  Tensor y = octo::empty({1, 2, 3, 3}), idx = octo::empty({1, 2, 3, 3}, {.dtype = octo::kInt64});
+  be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params());
+  check_close(y.to_vector<double>(), ref.out, 0);
+  REQUIRE(idx.to_vector<int64_t>() == ref.idx);
+
+  // A NaN wins its windows, and its index points at it.
+  v[7] = std::numeric_limits<double>::quiet_NaN();  // plane 0, h = 1, w = 1
+  x = octo::tensor(v, {1, 2, 6, 6});
+  be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params());
+  auto yv = y.to_vector<float>();
+  auto iv = idx.to_vector<int64_t>();
+  // Windows with rows covering h = 1 (start -1 or 1) and columns covering w = 1:
+  // (0,0),(0,1),(1,0),(1,1)
+  for (int64_t oh = 0; oh < 3; ++oh)
+    for (int64_t ow = 0; ow < 3; ++ow) {
+      const bool covers = oh <= 1 && ow <= 1;
+      REQUIRE(std::isnan(yv[oh * 3 + ow]) == covers);
+      if (covers) REQUIRE(iv[oh * 3 + ow] == 7);
+    }
+  // Negative infinity alone in a window is the max, with a valid index.
+  Tensor ninf = octo::full({1, 1, 2, 2}, -std::numeric_limits<double>::infinity());
+  Tensor y1 = octo::empty({1, 1, 1, 1}), i1 = octo::empty({1, 1, 1, 1}, {.dtype = octo::kInt64});
+  PoolConfig g{1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 1, 1, false, true};
+  be.max_pool2d_forward(y1.arg(), i1.arg(), ninf.arg(), g.params());
+  REQUIRE(std::isinf(y1.item<float>()));
+  REQUIRE(i1.item<int64_t>() == 0);
+}
+
+TEST_CASE("average pooling divisors follow PyTorch on hand-computed rows", "[pool][kernels]") {
+  auto& be = octo::kernels::cpu_backend();
+  Tensor x = octo::tensor({1, 2, 3, 4, 5}, {.dtype = octo::kFloat64}).view({1, 1, 1, 5});
+  auto run = [&](int64_t k, int64_t s, int64_t p, bool ceil, bool incl, int64_t out) {
+    PoolConfig c{1, 1, 1, 5, 1, k, 1, s, 0, p, 1, 1, ceil, incl};
+    Tensor y = octo::empty({1, 1, 1, out}, {.dtype = octo::kFloat64});
+    be.avg_pool2d_forward(y.arg(), x.arg(), c.params());
+    return y.to_vector<double>();
+  };
+  // k=2, s=2, ceil: [1,2], [3,4], [5] -> the last window is clipped to the input (divisor 1)
+  REQUIRE(run(2, 2, 0, true, true, 3) == std::vector<double>{1.5, 3.5, 5.0});
+  // k=3, s=2, p=1: windows [pad,1,2], [2,3,4], [4,5,pad]
+  REQUIRE(run(3, 2, 1, false, true, 3) == std::vector<double>{1.0, 3.0, 3.0});
+  REQUIRE(run(3, 2, 1, false, false, 3) == std::vector<double>{1.5, 3.0, 4.5});
+}
+
+TEST_CASE("pooling kernels reject integer inputs", "[pool][kernels]") {
+  auto& be = octo::kernels::cpu_backend();
+  PoolConfig c{1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 1, 1, false, true};
+  Tensor x = octo::zeros({1, 1, 2, 2}, {.dtype = octo::kInt64});
+  Tensor y = octo::zeros({1, 1, 1, 1}, {.dtype = octo::kInt64});
+  Tensor idx = octo::zeros({1, 1, 1, 1}, {.dtype = octo::kInt64});
+  REQUIRE_THROWS_AS(be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params()),
+                    octo::ValueError);
+  REQUIRE_THROWS_WITH(be.avg_pool2d_forward(y.arg(), x.arg(), c.params()),
+                      Catch::Contains("avg_pool2d: unsupported dtype int64"));
+}

@@ -1,0 +1,63 @@
+// CudaBackend: the Backend implementation over device memory; kernels are queued on the current
+// stream of the tensors' device (one file per family, like kernels/cpu/).
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace octo::kernels {
+
+class CudaBackend final : public Backend {
+ public:
+  // memory.cu (fill, same-device copies) and copy.cpp (host <-> device and peer copies)
+  void fill(const TensorArg& out, Scalar value) override;
+  void copy(const TensorArg& dst, const TensorArg& src) override;
+  // Everything below is not implemented yet (cuda_backend.cu): each throws NotImplementedError.
+  void unary(UnaryOp op, const TensorArg& out, const TensorArg& in, Scalar alpha,
+             Scalar beta) override;
+  void binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b,
+              Scalar alpha) override;
+  void where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
+             const TensorArg& b) override;
+  void reduce(ReduceOp op, const TensorArg& out, const TensorArg& in, Scalar alpha) override;
+  void bmm(const TensorArg& out, const TensorArg& a, const TensorArg& b, double alpha,
+           double beta) override;
+  void softmax(const TensorArg& out, const TensorArg& in, int dim, bool log) override;
+  void softmax_backward(const TensorArg& grad_in, const TensorArg& grad_out, const TensorArg& out,
+                        int dim, bool log) override;
+  void conv2d_forward(const TensorArg& out, const TensorArg& input, const TensorArg& weight,
+                      const TensorArg& bias, const Conv2dParams& p) override;
+  void conv2d_backward_input(const TensorArg& grad_input, const TensorArg& grad_out,
+                             const TensorArg& weight, const Conv2dParams& p) override;
+  void conv2d_backward_weight(const TensorArg& grad_weight, const TensorArg& grad_out,
+                              const TensorArg& input, const Conv2dParams& p) override;
+  void max_pool2d_forward(const TensorArg& out, const TensorArg& indices, const TensorArg& input,
+                          const Pool2dParams& p) override;
+  void max_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
+                           const TensorArg& indices, const Pool2dParams& p) override;
+  void avg_pool2d_forward(const TensorArg& out, const TensorArg& input,
+                          const Pool2dParams& p) override;
+  void avg_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
+                           const Pool2dParams& p) override;
+  void batch_norm_forward(const TensorArg& out, const TensorArg& save_mean,
+                          const TensorArg& save_invstd, const TensorArg& input,
+                          const TensorArg& weight, const TensorArg& bias,
+                          const TensorArg& running_mean, const TensorArg& running_var,
+                          bool training, double momentum, double eps) override;
+  void batch_norm_backward(const TensorArg& grad_input, const TensorArg& grad_weight,
+                           const TensorArg& grad_bias, const TensorArg& grad_out,
+                           const TensorArg& input, const TensorArg& weight,
+                           const TensorArg& save_mean, const TensorArg& save_invstd) override;
+  void index_select(const TensorArg& out, const TensorArg& in, int dim,
+                    const TensorArg& index) override;
+  void index_add(const TensorArg& out, int dim, const TensorArg& index,
+                 const TensorArg& src) override;
+  void gather(const TensorArg& out, const TensorArg& in, int dim, const TensorArg& index) override;
+  void scatter_add(const TensorArg& out, int dim, const TensorArg& index,
+                   const TensorArg& src) override;
+  void uniform(const TensorArg& out, double low, double high, GeneratorState state) override;
+  void normal(const TensorArg& out, double mean, double std, GeneratorState state) override;
+  void bernoulli(const TensorArg& out, double p, GeneratorState state) override;
+  void randint(const TensorArg& out, int64_t low, int64_t high, GeneratorState state) override;
+};
+
+}  // namespace octo::kernels

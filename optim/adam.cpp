@@ -1,0 +1,104 @@
+// optim::Adam and optim::AdamW: PyTorch's single-tensor Adam update written in tensor ops.
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops/elementwise.h"
+#include "tensor/factories.h"
+
+namespace octo::optim {
+
+namespace {
+
+template <typename Options>
+void validate_adam(const Options& o, const std::string& who) {
+  OCTO_CHECK_VALUE(o.lr >= 0.0, who, ": invalid learning rate: ", o.lr, " (expected lr >= 0)");
+  OCTO_CHECK_VALUE(o.eps >= 0.0, who, ": invalid epsilon value: ", o.eps, " (expected eps >= 0)");
+  for (int i = 0; i < 2; ++i) {
+    OCTO_CHECK_VALUE(o.betas[i] >= 0.0 && o.betas[i] < 1.0, who,
+                     ": invalid beta parameter at index ", i, ": ", o.betas[i],
+                     " (expected 0 <= beta < 1)");
+  }
+  OCTO_CHECK_VALUE(o.weight_decay >= 0.0, who, ": invalid weight_decay value: ", o.weight_decay,
+                   " (expected weight_decay >= 0)");
+}
+
+template <typename Options>
+detail::AdamHyper hyper(const Options& o, bool decoupled) {
+  return {o.lr, o.betas[0], o.betas[1], o.eps, o.weight_decay, o.amsgrad, o.maximize, decoupled};
+}
+
+}  // namespace
+
+void AdamOptions::validate(const std::string& who) const { validate_adam(*this, who); }
+void AdamWOptions::validate(const std::string& who) const { validate_adam(*this, who); }
+
+void detail::adam_update(const Tensor& param, ParamState& state, const AdamHyper& h) {
+  Tensor p = param;  // a handle: in-place ops are non-const members
+  Tensor grad = p.grad();
+  if (!grad.defined()) return;
+  if (h.maximize) grad = neg(grad);
+  if (!state.count("step")) state["step"] = scalar_tensor(0.0, {.dtype = kFloat64});
+  if (!state.count("exp_avg")) state["exp_avg"] = zeros_like(p);
+  if (!state.count("exp_avg_sq")) state["exp_avg_sq"] = zeros_like(p);
+  if (h.amsgrad && !state.count("max_exp_avg_sq")) state["max_exp_avg_sq"] = zeros_like(p);
+  Tensor& step_t = state.at("step");
+  const double step = step_t.item<double>() + 1.0;
+  step_t.fill_(step);
+
+  if (h.weight_decay != 0.0) {
+    if (h.decoupled_weight_decay) {
+      p.mul_(1.0 - h.lr * h.weight_decay);
+    } else {
+      grad = add(grad, p, h.weight_decay);
+    }
+  }
+  Tensor& exp_avg = state.at("exp_avg");
+  Tensor& exp_avg_sq = state.at("exp_avg_sq");
+  exp_avg.mul_(h.beta1).add_(grad, 1.0 - h.beta1);
+  exp_avg_sq.mul_(h.beta2).add_(mul(grad, grad), 1.0 - h.beta2);
+
+  const double bias_correction1 = 1.0 - std::pow(h.beta1, step);
+  const double bias_correction2 = 1.0 - std::pow(h.beta2, step);
+  const double step_size = h.lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  Tensor second = exp_avg_sq;
+  if (h.amsgrad) {
+    Tensor& max_sq = state.at("max_exp_avg_sq");
+    max_sq.copy_(maximum(max_sq, exp_avg_sq));
+    second = max_sq;
+  }
+  Tensor denom = sqrt(second) / bias_correction2_sqrt + h.eps;
+  p.add_(div(exp_avg, denom), -step_size);
+}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam(std::vector<Group>{Group{std::move(params), options}}) {}
+Adam::Adam(std::vector<Group> groups) : OptimizerBase("Adam", std::move(groups)) {}
+
+void Adam::step() {
+  validate_all();
+  NoGradGuard no_grad;
+  int64_t index = 0;
+  for (const Group& group : groups_) {
+    const auto h = hyper(group.options, /*decoupled=*/false);
+    for (const Tensor& p : group.params) detail::adam_update(p, mutable_state(index++), h);
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : AdamW(std::vector<Group>{Group{std::move(params), options}}) {}
+AdamW::AdamW(std::vector<Group> groups) : OptimizerBase("AdamW", std::move(groups)) {}
+
+void AdamW::step() {
+  validate_all();
+  NoGradGuard no_grad;
+  int64_t index = 0;
+  for (const Group& group : groups_) {
+    const auto h = hyper(group.options, /*decoupled=*/true);
+    for (const Tensor& p : group.params) detail::adam_update(p, mutable_state(index++), h);
+  }
+}
+
+}  // namespace octo::optim

@@ -1,0 +1,97 @@
+// optim::Adam and optim::AdamW: adaptive moment estimation, with L2 or decoupled weight decay.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace octo::optim {
+
+/// Adam's options; defaults as torch.optim.Adam.
+struct AdamOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+  bool maximize = false;
+
+  std::vector<detail::OptionRef> refs() {
+    return {{"lr", &lr},
+            {"betas.0", &betas[0]},
+            {"betas.1", &betas[1]},
+            {"eps", &eps},
+            {"weight_decay", &weight_decay},
+            {"amsgrad", &amsgrad},
+            {"maximize", &maximize}};
+  }
+  void validate(const std::string& who) const;
+};
+
+/// AdamW's options: Adam's, with torch.optim.AdamW's default weight_decay of 1e-2.
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+  bool maximize = false;
+
+  std::vector<detail::OptionRef> refs() {
+    return {{"lr", &lr},
+            {"betas.0", &betas[0]},
+            {"betas.1", &betas[1]},
+            {"eps", &eps},
+            {"weight_decay", &weight_decay},
+            {"amsgrad", &amsgrad},
+            {"maximize", &maximize}};
+  }
+  void validate(const std::string& who) const;
+};
+
+/// Adam (Kingma & Ba), with PyTorch's update for each parameter p with gradient g at step t:
+///
+///   g = maximize ? -g : g
+///   g = g + weight_decay * p                      (Adam: L2 penalty added to the gradient)
+///   m = beta1 * m + (1 - beta1) * g
+///   v = beta2 * v + (1 - beta2) * g * g
+///   v_max = max(v_max, v)                         (amsgrad; the denominator then uses v_max)
+///   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+///
+/// State per parameter: "step" (0-d float64 on the cpu), "exp_avg", "exp_avg_sq" and, with
+/// amsgrad, "max_exp_avg_sq".
+///
+///   octo::optim::Adam opt(model->parameters(), {.lr = 3e-4, .betas = {0.9, 0.98}});
+class Adam : public OptimizerBase<AdamOptions> {
+ public:
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  explicit Adam(std::vector<Group> groups);
+  using Optimizer::step;
+  void step() override;
+};
+
+/// AdamW (Loshchilov & Hutter): Adam with decoupled weight decay. Instead of adding
+/// weight_decay * p to the gradient, each step first shrinks the parameter:
+///   p = p * (1 - lr * weight_decay)
+/// then applies Adam's update without weight decay.
+class AdamW : public OptimizerBase<AdamWOptions> {
+ public:
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  explicit AdamW(std::vector<Group> groups);
+  using Optimizer::step;
+  void step() override;
+};
+
+namespace detail {
+/// The hyperparameters of one Adam / AdamW update.
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad, maximize, decoupled_weight_decay;
+};
+/// One Adam step of parameter p (skipped when p has no gradient); creates the state on first use.
+void adam_update(const Tensor& p, ParamState& state, const AdamHyper& h);
+}  // namespace detail
+
+}  // namespace octo::optim

@@ -1,0 +1,287 @@
+// optim::Optimizer: groups, zero_grad, options by name, and the flat state_dict format.
+#include "optim/optimizer.h"
+
+#include <charconv>
+#include <set>
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "tensor/factories.h"
+
+namespace octo::optim {
+
+namespace {
+
+/// Splits "param_groups.12.betas.0" after `prefix` into (12, "betas.0"); nullopt when the name
+/// does not have that form.
+std::optional<std::pair<int64_t, std::string>> split_key(const std::string& name,
+                                                         const std::string& prefix) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos || dot == prefix.size() || dot + 1 == name.size())
+    return std::nullopt;
+  int64_t index = -1;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + dot;
+  auto [ptr, ec] = std::from_chars(first, last, index);
+  if (ec != std::errc() || ptr != last || index < 0) return std::nullopt;
+  return std::make_pair(index, name.substr(dot + 1));
+}
+
+Tensor scalar_f64(double v) { return scalar_tensor(v, {.dtype = kFloat64}); }
+
+double read_scalar(const std::string& key, const Tensor& t) {
+  OCTO_CHECK_VALUE(t.defined() && t.numel() == 1, "load_state_dict: expected '", key,
+                   "' to hold one number, got a tensor of shape ",
+                   t.defined() ? t.sizes() : Shape{});
+  return t.to(kCPU).to(kFloat64).item<double>();
+}
+
+}  // namespace
+
+Tensor Optimizer::step(const std::function<Tensor()>& closure) {
+  Tensor loss;
+  {
+    EnableGradGuard enable_grad;
+    loss = closure();
+  }
+  step();
+  return loss;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (int64_t g = 0; g < num_param_groups(); ++g) {
+    for (const Tensor& p : group_params(g)) {
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else {
+        grad.zero_();
+      }
+    }
+  }
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> out;
+  for (int64_t g = 0; g < num_param_groups(); ++g) {
+    const auto& ps = group_params(g);
+    out.insert(out.end(), ps.begin(), ps.end());
+  }
+  return out;
+}
+
+int64_t Optimizer::num_params() const { return static_cast<int64_t>(state_.size()); }
+
+void Optimizer::check_group(int64_t group) const {
+  OCTO_CHECK_INDEX(group >= 0 && group < num_param_groups(), name_, ": parameter group ", group,
+                   " out of range (the optimizer has ", num_param_groups(), " groups)");
+}
+
+void Optimizer::register_group_params(const std::vector<Tensor>& params) {
+  std::set<const TensorImpl*> seen;
+  for (int64_t g = 0; g < num_param_groups(); ++g)
+    for (const Tensor& p : group_params(g)) seen.insert(p.impl_ptr().get());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    OCTO_CHECK_VALUE(p.defined(), name_, ": parameter ", i, " of a group is an undefined tensor");
+    OCTO_CHECK_VALUE(p.is_leaf(), name_, ": can't optimize a non-leaf tensor (parameter ", i,
+                     " of a group has a grad_fn); pass leaves such as module parameters");
+    OCTO_CHECK_VALUE(p.is_floating_point(), name_, ": parameters must be floating point, got ",
+                     dtype_name(p.dtype()), " for parameter ", i, " of a group");
+    OCTO_CHECK_VALUE(seen.insert(p.impl_ptr().get()).second, name_,
+                     ": some parameters appear more than once (in two parameter groups, or twice "
+                     "in one); parameter ",
+                     i, " of the new group is already in the optimizer");
+  }
+  state_.resize(state_.size() + params.size());
+  initial_lr_.resize(static_cast<size_t>(num_param_groups()) + 1);
+}
+
+const ParamState& Optimizer::state(int64_t index) const {
+  OCTO_CHECK_INDEX(index >= 0 && index < num_params(), name_, ": state index ", index,
+                   " out of range (the optimizer has ", num_params(), " parameters)");
+  return state_[static_cast<size_t>(index)];
+}
+
+bool Optimizer::has_option(const std::string& name) const {
+  if (num_param_groups() == 0) return false;
+  for (const auto& r : option_refs(0))
+    if (name == r.name) return true;
+  return false;
+}
+
+double Optimizer::get_option(int64_t group, const std::string& name) const {
+  check_group(group);
+  std::vector<std::string> known;
+  for (const auto& r : option_refs(group)) {
+    if (name == r.name) return r.get();
+    known.emplace_back(r.name);
+  }
+  OCTO_THROW(ValueError, name_, ": no option '", name, "'; the options are ", known);
+}
+
+void Optimizer::set_option(int64_t group, const std::string& name, double value, bool validate) {
+  check_group(group);
+  for (const auto& r : option_refs(group)) {
+    if (name != r.name) continue;
+    double old = r.get();
+    r.set(value);
+    if (!validate) return;
+    try {
+      validate_group(group);
+    } catch (...) {
+      r.set(old);
+      throw;
+    }
+    return;
+  }
+  (void)get_option(group, name);  // throws, naming the known options
+}
+
+std::optional<double> Optimizer::initial_lr(int64_t group) const {
+  check_group(group);
+  return initial_lr_[static_cast<size_t>(group)];
+}
+
+void Optimizer::set_initial_lr(int64_t group, double lr) {
+  check_group(group);
+  initial_lr_[static_cast<size_t>(group)] = lr;
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out;
+  int64_t index = 0;
+  for (int64_t g = 0; g < num_param_groups(); ++g) {
+    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    const int64_t n = static_cast<int64_t>(group_params(g).size());
+    std::vector<int64_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = index + i;
+    index += n;
+    out.emplace_back(prefix + "params", from_vector(ids, {n}));
+    for (const auto& r : option_refs(g)) out.emplace_back(prefix + r.name, scalar_f64(r.get()));
+    if (auto lr0 = initial_lr_[static_cast<size_t>(g)]) {
+      out.emplace_back(prefix + "initial_lr", scalar_f64(*lr0));
+    }
+  }
+  for (size_t i = 0; i < state_.size(); ++i)
+    for (const auto& [key, t] : state_[i])
+      out.emplace_back("state." + std::to_string(i) + "." + key, t);
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& sd) {
+  const std::vector<Tensor> params = parameters();
+  const int64_t num_groups = num_param_groups();
+
+  // 1. Sort the keys into groups and per-parameter state, rejecting anything else.
+  std::map<int64_t, std::map<std::string, Tensor>> groups;
+  std::map<int64_t, std::map<std::string, Tensor>> states;
+  for (const auto& [key, t] : sd) {
+    if (auto gk = split_key(key, "param_groups.")) {
+      OCTO_CHECK_VALUE(groups[gk->first].emplace(gk->second, t).second, name_,
+                       ".load_state_dict: duplicate key '", key, "'");
+    } else if (auto sk = split_key(key, "state.")) {
+      OCTO_CHECK_VALUE(states[sk->first].emplace(sk->second, t).second, name_,
+                       ".load_state_dict: duplicate key '", key, "'");
+    } else {
+      OCTO_THROW(ValueError, name_, ".load_state_dict: unexpected key '", key,
+                 "' (expected param_groups.<g>.<option> or state.<i>.<name>)");
+    }
+  }
+  const int64_t saved_groups = groups.empty() ? 0 : groups.rbegin()->first + 1;
+  OCTO_CHECK_VALUE(
+      static_cast<int64_t>(groups.size()) == saved_groups && saved_groups == num_groups, name_,
+      ".load_state_dict: loaded state dict has ", groups.size(),
+      " parameter groups, but the optimizer has ", num_groups);
+
+  // 2. Per group: the parameter ids (saved id -> our index) and the options.
+  std::unordered_map<int64_t, int64_t> id_to_index;
+  std::vector<std::vector<std::pair<detail::OptionRef, double>>> new_options(num_groups);
+  std::vector<std::optional<double>> new_initial_lr(static_cast<size_t>(num_groups));
+  int64_t index = 0;
+  for (int64_t g = 0; g < num_groups; ++g) {
+    auto& entries = groups[g];
+    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    auto it = entries.find("params");
+    OCTO_CHECK_VALUE(it != entries.end(), name_, ".load_state_dict: missing key '", prefix,
+                     "params'");
+    const Tensor& ids_t = it->second;
+    OCTO_CHECK_VALUE(ids_t.defined() && ids_t.dim() == 1, name_, ".load_state_dict: expected '",
+                     prefix, "params' to be a 1-d tensor of parameter indices");
+    const auto ids = ids_t.to(kCPU).to(kInt64).to_vector<int64_t>();
+    const int64_t n = static_cast<int64_t>(group_params(g).size());
+    OCTO_CHECK_VALUE(static_cast<int64_t>(ids.size()) == n, name_,
+                     ".load_state_dict: loaded state dict has ", ids.size(),
+                     " parameters in group ", g, ", but the optimizer's group has ", n,
+                     " (a state dict for a different model?)");
+    for (int64_t id : ids) {
+      OCTO_CHECK_VALUE(id_to_index.emplace(id, index++).second, name_,
+                       ".load_state_dict: parameter id ", id, " appears twice in '", prefix,
+                       "params'");
+    }
+    entries.erase(it);
+    for (const auto& r : option_refs(g)) {
+      auto opt = entries.find(r.name);
+      OCTO_CHECK_VALUE(opt != entries.end(), name_, ".load_state_dict: missing key '", prefix,
+                       r.name, "' (a state dict of another optimizer?)");
+      new_options[static_cast<size_t>(g)].emplace_back(r,
+                                                       read_scalar(prefix + r.name, opt->second));
+      entries.erase(opt);
+    }
+    if (auto lr0 = entries.find("initial_lr"); lr0 != entries.end()) {
+      new_initial_lr[static_cast<size_t>(g)] = read_scalar(prefix + "initial_lr", lr0->second);
+      entries.erase(lr0);
+    }
+    OCTO_CHECK_VALUE(entries.empty(), name_, ".load_state_dict: unexpected key '", prefix,
+                     entries.empty() ? "" : entries.begin()->first, "'");
+  }
+
+  // 3. State: every entry belongs to a known parameter and matches its shape.
+  std::vector<ParamState> new_state(params.size());
+  for (auto& [id, entries] : states) {
+    auto it = id_to_index.find(id);
+    OCTO_CHECK_VALUE(it != id_to_index.end(), name_, ".load_state_dict: state for parameter ", id,
+                     ", which is in no parameter group of the state dict (the optimizer has ",
+                     params.size(), " parameters)");
+    const Tensor& p = params[static_cast<size_t>(it->second)];
+    for (auto& [key, t] : entries) {
+      OCTO_CHECK_VALUE(t.defined(), name_, ".load_state_dict: 'state.", id, ".", key,
+                       "' is an undefined tensor");
+      if (key == "step") {
+        new_state[static_cast<size_t>(it->second)][key] = scalar_f64(read_scalar("step", t));
+        continue;
+      }
+      OCTO_CHECK_VALUE(t.sizes() == p.sizes(), name_, ".load_state_dict: 'state.", id, ".", key,
+                       "' has shape ", t.sizes(), " but parameter ", it->second, " has shape ",
+                       p.sizes());
+      new_state[static_cast<size_t>(it->second)][key] = t.to(p.device(), p.dtype()).clone();
+    }
+  }
+
+  // 4. Validate the new options, then commit.
+  std::vector<std::vector<double>> old_options(static_cast<size_t>(num_groups));
+  for (int64_t g = 0; g < num_groups; ++g)
+    for (auto& [r, v] : new_options[static_cast<size_t>(g)]) {
+      old_options[static_cast<size_t>(g)].push_back(r.get());
+      r.set(v);
+    }
+  try {
+    for (int64_t g = 0; g < num_groups; ++g) validate_group(g);
+  } catch (...) {
+    for (int64_t g = 0; g < num_groups; ++g) {
+      size_t k = 0;
+      for (auto& [r, v] : new_options[static_cast<size_t>(g)])
+        r.set(old_options[static_cast<size_t>(g)][k++]);
+    }
+    throw;
+  }
+  for (int64_t g = 0; g < num_groups; ++g)
+    if (new_initial_lr[static_cast<size_t>(g)])
+      initial_lr_[static_cast<size_t>(g)] = new_initial_lr[static_cast<size_t>(g)];
+  state_ = std::move(new_state);
+}
+
+}  // namespace octo::optim
