@@ -8,6 +8,7 @@
 // and the ratios C/A (the scaling of data parallelism) and C/B.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

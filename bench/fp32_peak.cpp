@@ -94,7 +94,8 @@ double fma_loop_gflops(int threads, long iterations, int repeats) {
     auto start = std::chrono::steady_clock::now();
     go.store(true, std::memory_order_release);
     for (auto& th : pool) th.join();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double flops = 2.0 * kIsa.lanes * kChains * static_cast<double>(iterations) * threads;
     best = std::max(best, flops / seconds * 1e-9);
   }
@@ -130,9 +131,10 @@ FmaUnits fma_units(const std::string& model, double gflops_1thread, double mhz) 
   FmaUnits u{2, ""};
   bool xeon = model.find("Xeon") != std::string::npos;
   if (kIsa.lanes == 16 && xeon) {
-    u.reason = "assumed 2: Intel Xeon Scalable (Gold/Platinum, Skylake-SP and later, incl. "
-               "Sapphire/Emerald Rapids) has two 512-bit FMA units per core (port 0+1 fused, "
-               "port 5); Silver/Bronze parts have one";
+    u.reason =
+        "assumed 2: Intel Xeon Scalable (Gold/Platinum, Skylake-SP and later, incl. "
+        "Sapphire/Emerald Rapids) has two 512-bit FMA units per core (port 0+1 fused, "
+        "port 5); Silver/Bronze parts have one";
   } else if (kIsa.fma) {
     u.reason = "assumed 2: Intel since Haswell and AMD since Zen 2 issue two vector FMAs per cycle";
   } else {

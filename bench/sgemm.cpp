@@ -53,40 +53,58 @@ int main(int argc, char** argv) {
   std::string model = bench::cpuinfo_model();
   double mhz = bench::cpuinfo_mhz();
   bench::VectorIsa isa = bench::vector_isa();
-  std::printf("bench_sgemm  %s\nCPU: %s, %d hardware threads, cpu MHz %.0f\n", date,
-              model.c_str(), octo::hardware_concurrency(), mhz);
+  std::printf("bench_sgemm  %s\nCPU: %s, %d hardware threads, cpu MHz %.0f\n", date, model.c_str(),
+              octo::hardware_concurrency(), mhz);
   std::printf("FMA loop ISA: %s (%d float lanes)\n\n", isa.name, isa.lanes);
 
-  // (a) measured: the FMA-bound loop on 1 and 2 threads.
+  // (a) measured: the FMA-bound loop on 1 and 2 threads, best of a run before and one after the
+  // SGEMM timings (a busy machine depresses either; the best is the closest to the real peak).
   double measured[3] = {0, 0, 0};
   long iters = quick ? 5'000'000 : 20'000'000;
-  for (int t : kThreads) measured[t] = bench::fma_loop_gflops(t, iters, quick ? 3 : 5);
-  // (b) computed: lanes x FMA units x 2 flops x clock x cores.
-  bench::FmaUnits units = bench::fma_units(model, measured[1], mhz);
-  auto computed = [&](int t) { return isa.lanes * units.units * 2.0 * mhz * 1e-3 * t; };
-
-  std::printf("FP32 peak (GFLOP/s)\n");
-  std::printf("  threads   measured (FMA loop)   computed (%d lanes x %d FMA x 2 x %.0f MHz x "
-              "threads)\n", isa.lanes, units.units, mhz);
-  for (int t : kThreads) std::printf("  %7d   %19.1f   %10.1f\n", t, measured[t], computed(t));
-  std::printf("  FMA units: %s\n\n", units.reason.c_str());
-
-  std::printf("SGEMM: octo::matmul, float32 [n, n] @ [n, n], GFLOP/s = 2 n^3 / time\n");
-  std::printf("  %5s  %7s  %8s  %8s  %10s  %10s\n", "n", "threads", "best", "median",
-              "%measured", "%computed");
-  double target_pct = 0;
+  auto measure_peak = [&] {
+    for (int t : kThreads)
+      measured[t] = std::max(measured[t], bench::fma_loop_gflops(t, iters, quick ? 3 : 5));
+  };
+  measure_peak();
+  struct Row {
+    int64_t n;
+    int threads;
+    Timing timing;
+  };
+  std::vector<Row> rows;
   std::vector<int64_t> sizes = {256, 1024};
   if (!quick) sizes.push_back(2048);
   for (int64_t n : sizes) {
     for (int t : kThreads) {
       // Aim for ~0.5-2 s of timed work per row.
       int repeats = n <= 256 ? (quick ? 20 : 100) : n <= 1024 ? (quick ? 5 : 15) : 5;
-      Timing tm = time_sgemm(n, t, n <= 256 ? 10 : 2, repeats);
-      double pm = 100.0 * tm.best_gflops / measured[t];
-      std::printf("  %5ld  %7d  %8.1f  %8.1f  %9.1f%%  %9.1f%%\n", static_cast<long>(n), t,
-                  tm.best_gflops, tm.median_gflops, pm, 100.0 * tm.best_gflops / computed(t));
-      if (n == 1024 && t == 2) target_pct = pm;
+      rows.push_back({n, t, time_sgemm(n, t, n <= 256 ? 10 : 2, repeats)});
     }
+  }
+  measure_peak();
+
+  // (b) computed: lanes x FMA units x 2 flops x clock x cores.
+  bench::FmaUnits units = bench::fma_units(model, measured[1], mhz);
+  auto computed = [&](int t) { return isa.lanes * units.units * 2.0 * mhz * 1e-3 * t; };
+
+  std::printf("FP32 peak (GFLOP/s)\n");
+  std::printf(
+      "  threads   measured (FMA loop)   computed (%d lanes x %d FMA x 2 x %.0f MHz x "
+      "threads)\n",
+      isa.lanes, units.units, mhz);
+  for (int t : kThreads) std::printf("  %7d   %19.1f   %10.1f\n", t, measured[t], computed(t));
+  std::printf("  FMA units: %s\n\n", units.reason.c_str());
+
+  std::printf("SGEMM: octo::matmul, float32 [n, n] @ [n, n], GFLOP/s = 2 n^3 / time\n");
+  std::printf("  %5s  %7s  %8s  %8s  %10s  %10s\n", "n", "threads", "best", "median", "%measured",
+              "%computed");
+  double target_pct = 0;
+  for (const Row& r : rows) {
+    double pm = 100.0 * r.timing.best_gflops / measured[r.threads];
+    std::printf("  %5ld  %7d  %8.1f  %8.1f  %9.1f%%  %9.1f%%\n", static_cast<long>(r.n), r.threads,
+                r.timing.best_gflops, r.timing.median_gflops, pm,
+                100.0 * r.timing.best_gflops / computed(r.threads));
+    if (r.n == 1024 && r.threads == 2) target_pct = pm;
   }
   std::printf("\ntarget: SGEMM 1024^3 on 2 threads >= 60%% of measured FP32 peak: %.1f%% -> %s\n",
               target_pct, target_pct >= 60.0 ? "met" : "NOT met");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/trace.h"
 #include "autograd/ops/elementwise.h"
 #include "tensor/factories.h"
 
@@ -80,6 +81,7 @@ Adam::Adam(std::vector<Group> groups) : OptimizerBase("Adam", std::move(groups))
 void Adam::step() {
   validate_all();
   NoGradGuard no_grad;
+  TraceSpan span("optimizer", groups_.front().params.front().device());
   int64_t index = 0;
   for (const Group& group : groups_) {
     const auto h = hyper(group.options, /*decoupled=*/false);
@@ -94,6 +96,7 @@ AdamW::AdamW(std::vector<Group> groups) : OptimizerBase("AdamW", std::move(group
 void AdamW::step() {
   validate_all();
   NoGradGuard no_grad;
+  TraceSpan span("optimizer", groups_.front().params.front().device());
   int64_t index = 0;
   for (const Group& group : groups_) {
     const auto h = hyper(group.options, /*decoupled=*/true);

@@ -2,6 +2,7 @@
 #include "optim/sgd.h"
 
 #include "autograd/grad_mode.h"
+#include "core/trace.h"
 #include "autograd/ops/elementwise.h"
 
 namespace octo::optim {
@@ -25,6 +26,7 @@ SGD::SGD(std::vector<Group> groups) : OptimizerBase("SGD", std::move(groups)) {}
 void SGD::step() {
   validate_all();
   NoGradGuard no_grad;
+  TraceSpan span("optimizer", groups_.front().params.front().device());
   int64_t index = 0;
   for (const Group& group : groups_) {
     const SGDOptions& o = group.options;

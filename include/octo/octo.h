@@ -58,3 +58,4 @@
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/transforms.h"
+#include "optim/checkpoint.h"
