@@ -125,11 +125,11 @@ Tensor mm(const Tensor& a_in, const Tensor& b_in) {
   // a: [M, K], b: [K, N] -> out: [M, N]
   Tensor out = mm_raw(a, b);
   bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  return autograd::record("MmBackward", out, {a, b}, {a, b},
-                          [need_a, need_b](const TensorList& g, const TensorList& s) -> TensorList {
-                            return {need_a ? mm(g[0], s[1].t()) : Tensor(),
-                                    need_b ? mm(s[0].t(), g[0]) : Tensor()};
-                          });
+  return autograd::record(
+      "MmBackward", out, {a, b}, {a, b},
+      [need_a, need_b](const TensorList& g, const TensorList& s) -> TensorList {
+        return {need_a ? mm(g[0], s[1].t()) : Tensor(), need_b ? mm(s[0].t(), g[0]) : Tensor()};
+      });
 }
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
@@ -193,7 +193,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
           if (db == 1) g2 = g2.unsqueeze(-1);
         }
         Tensor grad_a, grad_b;
-        if (need_a) grad_a = reduce_to(matmul(g2, b2.transpose(-1, -2)), a2.sizes()).reshape(a.sizes());
+        if (need_a)
+          grad_a = reduce_to(matmul(g2, b2.transpose(-1, -2)), a2.sizes()).reshape(a.sizes());
         if (need_b) {
           if (b2.dim() == 2 && a2.dim() > 2) {
             // b was shared by every batch entry: fold the batch into one product.
@@ -216,12 +217,13 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
     detail::check_same_device({&x_in, &w_in, &bias_in});
     dt = promote_types(dt, bias_in.dtype());
   }
-  OCTO_CHECK_VALUE(w_in.dim() == 2, "linear: expected a 2-d weight [out_features, in_features], got ",
-                   w_in.sizes());
+  OCTO_CHECK_VALUE(w_in.dim() == 2,
+                   "linear: expected a 2-d weight [out_features, in_features], got ", w_in.sizes());
   OCTO_CHECK_VALUE(x_in.dim() >= 1, "linear: expected an input of at least 1 dim, got ",
                    x_in.sizes());
-  OCTO_CHECK_VALUE(x_in.size(-1) == w_in.size(1), "linear: expected x.size(-1) == weight.size(1), got ",
-                   x_in.sizes(), " and ", w_in.sizes());
+  OCTO_CHECK_VALUE(x_in.size(-1) == w_in.size(1),
+                   "linear: expected x.size(-1) == weight.size(1), got ", x_in.sizes(), " and ",
+                   w_in.sizes());
   const int64_t in_f = w_in.size(1), out_f = w_in.size(0);
   OCTO_CHECK_VALUE(!bias_in.defined() || (bias_in.dim() == 1 && bias_in.size(0) == out_f),
                    "linear: expected bias of shape [", out_f, "], got ",
@@ -248,18 +250,19 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
   bool has_bias = bias.defined(), need_b = has_bias && bias.requires_grad();
   TensorList inputs{x, w};
   if (bias.defined()) inputs.push_back(bias);
-  return autograd::record(
-      "LinearBackward", out, inputs, {x, w},
-      [rows, in_f, out_f, has_bias, need_x, need_w, need_b](const TensorList& g,
-                                                            const TensorList& s) -> TensorList {
-        const Tensor& x = s[0];
-        const Tensor& w = s[1];
-        Tensor g2 = g[0].reshape({rows, out_f});  // [R, out]
-        TensorList grads{need_x ? mm(g2, w).reshape(x.sizes()) : Tensor(),
-                         need_w ? mm(g2.t(), x.reshape({rows, in_f})) : Tensor()};
-        if (has_bias) grads.push_back(need_b ? sum_to(g[0], {out_f}) : Tensor());
-        return grads;
-      });
+  return autograd::record("LinearBackward", out, inputs, {x, w},
+                          [rows, in_f, out_f, has_bias, need_x, need_w, need_b](
+                              const TensorList& g, const TensorList& s) -> TensorList {
+                            const Tensor& x = s[0];
+                            const Tensor& w = s[1];
+                            Tensor g2 = g[0].reshape({rows, out_f});  // [R, out]
+                            TensorList grads{
+                                need_x ? mm(g2, w).reshape(x.sizes()) : Tensor(),
+                                need_w ? mm(g2.t(), x.reshape({rows, in_f})) : Tensor()};
+                            if (has_bias)
+                              grads.push_back(need_b ? sum_to(g[0], {out_f}) : Tensor());
+                            return grads;
+                          });
 }
 
 }  // namespace octo

@@ -113,8 +113,10 @@ void gemm_colmajor(Index m, Index n, Index k, T alpha, const Operand<T>& a, cons
   ConstMap<T, BOrder> B(b.data, k, n, Eigen::OuterStride<>(b.ld));
   ColMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
   if (k == 0) {  // an empty sum: only the beta term remains
-    if (beta == T(0)) C.setZero();
-    else C *= beta;
+    if (beta == T(0))
+      C.setZero();
+    else
+      C *= beta;
     return;
   }
   if (beta == T(0)) {
@@ -135,10 +137,14 @@ void gemm(Index m, Index n, Index k, T alpha, const Operand<T>& a, const Operand
     return;
   }
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-  if (a.row_major && b.row_major) gemm_colmajor<T, R, R>(m, n, k, alpha, a, b, beta, c, ldc);
-  else if (a.row_major) gemm_colmajor<T, R, C>(m, n, k, alpha, a, b, beta, c, ldc);
-  else if (b.row_major) gemm_colmajor<T, C, R>(m, n, k, alpha, a, b, beta, c, ldc);
-  else gemm_colmajor<T, C, C>(m, n, k, alpha, a, b, beta, c, ldc);
+  if (a.row_major && b.row_major)
+    gemm_colmajor<T, R, R>(m, n, k, alpha, a, b, beta, c, ldc);
+  else if (a.row_major)
+    gemm_colmajor<T, R, C>(m, n, k, alpha, a, b, beta, c, ldc);
+  else if (b.row_major)
+    gemm_colmajor<T, C, R>(m, n, k, alpha, a, b, beta, c, ldc);
+  else
+    gemm_colmajor<T, C, C>(m, n, k, alpha, a, b, beta, c, ldc);
 }
 
 /// One product on up to `threads` threads (Note [GEMM threads]): C, column-major after the same

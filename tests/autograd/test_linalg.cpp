@@ -60,11 +60,18 @@ TEST_CASE("bmm gradcheck, including permuted operands") {
 
 TEST_CASE("matmul gradcheck over ranks, 1-d operands and broadcast batches") {
   octo::manual_seed(14);
-  const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4}, {4}},          {{3}, {3, 5}},          {{3, 4}, {4}},         {{2, 3}, {3, 2}},
-      {{2, 3, 4}, {4, 2}}, {{3, 4}, {2, 4, 2}},    {{4}, {2, 4, 3}},      {{2, 3, 4}, {4}},
-      {{2, 3, 4}, {2, 4, 2}}, {{1, 3, 4}, {3, 4, 2}}, {{2, 1, 2, 3}, {3, 3, 2}},
-      {{2, 1, 2, 3}, {1, 2, 3, 2}}};
+  const std::vector<std::pair<Shape, Shape>> cases = {{{4}, {4}},
+                                                      {{3}, {3, 5}},
+                                                      {{3, 4}, {4}},
+                                                      {{2, 3}, {3, 2}},
+                                                      {{2, 3, 4}, {4, 2}},
+                                                      {{3, 4}, {2, 4, 2}},
+                                                      {{4}, {2, 4, 3}},
+                                                      {{2, 3, 4}, {4}},
+                                                      {{2, 3, 4}, {2, 4, 2}},
+                                                      {{1, 3, 4}, {3, 4, 2}},
+                                                      {{2, 1, 2, 3}, {3, 3, 2}},
+                                                      {{2, 1, 2, 3}, {1, 2, 3, 2}}};
   for (auto& [sa, sb] : cases) {
     INFO(octo::shape_str(sa) << " @ " << octo::shape_str(sb));
     CHECK(gradcheck([](const TensorList& in) { return octo::matmul(in[0], in[1]); },
@@ -76,16 +83,15 @@ TEST_CASE("matmul gradcheck over ranks, 1-d operands and broadcast batches") {
     CHECK(b.grad().sizes() == sb);
   }
   // Non-contiguous: a transposed batch, a strided vector, an expanded batch.
+  CHECK(gradcheck([](const TensorList& in) { return octo::matmul(in[0].transpose(-1, -2), in[1]); },
+                  {leaf({2, 4, 3}), leaf({4, 2})}));
   CHECK(gradcheck(
-      [](const TensorList& in) { return octo::matmul(in[0].transpose(-1, -2), in[1]); },
-      {leaf({2, 4, 3}), leaf({4, 2})}));
-  CHECK(gradcheck(
-      [](const TensorList& in) {
-        return octo::matmul(in[0], in[1].slice(0, 0, std::nullopt, 2));
-      },
+      [](const TensorList& in) { return octo::matmul(in[0], in[1].slice(0, 0, std::nullopt, 2)); },
       {leaf({2, 3, 4}), leaf({8})}));
   CHECK(gradcheck(
-      [](const TensorList& in) { return octo::matmul(in[0].expand({3, 2, 4}), in[1]); },
+      [](const TensorList& in) {
+        return octo::matmul(in[0].expand({3, 2, 4}), in[1]);
+      },
       {leaf({1, 2, 4}), leaf({3, 4, 2})}));
   CHECK(gradcheck([](const TensorList& in) { return in[0].matmul(in[1]); },
                   {leaf({2, 3}), leaf({3, 2})}));
@@ -97,9 +103,8 @@ TEST_CASE("gradients flow through a chain of products") {
   CHECK(gradcheck(
       [c](const TensorList& in) { return octo::matmul(octo::matmul(in[0], in[1]), c.t()); },
       {leaf({2, 3}), leaf({3, 4})}));
-  CHECK(gradcheck(
-      [](const TensorList& in) { return octo::linear(octo::bmm(in[0], in[1]), in[2]); },
-      {leaf({2, 3, 4}), leaf({2, 4, 5}), leaf({2, 5})}));
+  CHECK(gradcheck([](const TensorList& in) { return octo::linear(octo::bmm(in[0], in[1]), in[2]); },
+                  {leaf({2, 3, 4}), leaf({2, 4, 5}), leaf({2, 5})}));
 }
 
 TEST_CASE("linear gradcheck with and without bias") {
@@ -113,14 +118,12 @@ TEST_CASE("linear gradcheck with and without bias") {
   }
   // Non-contiguous input and weight; a constant bias.
   Tensor bias = octo::randn({3}, {.dtype = octo::kFloat64});
-  CHECK(gradcheck(
-      [bias](const TensorList& in) { return octo::linear(in[0].t(), in[1].t(), bias); },
-      {leaf({4, 5}), leaf({4, 3})}));
+  CHECK(gradcheck([bias](const TensorList& in) { return octo::linear(in[0].t(), in[1].t(), bias); },
+                  {leaf({4, 5}), leaf({4, 3})}));
   // Only the bias requires grad.
   Tensor x = octo::randn({5, 4}, {.dtype = octo::kFloat64});
   Tensor w = octo::randn({3, 4}, {.dtype = octo::kFloat64});
-  CHECK(gradcheck([x, w](const TensorList& in) { return octo::linear(x, w, in[0]); },
-                  {leaf({3})}));
+  CHECK(gradcheck([x, w](const TensorList& in) { return octo::linear(x, w, in[0]); }, {leaf({3})}));
 }
 
 TEST_CASE("products record nothing without grad") {

@@ -57,10 +57,16 @@ Tensor randn(const Shape& shape, octo::DType dt) { return octo::randn(shape, {.d
 /// 3 batch-major-last permutation.
 Tensor make_operand(int64_t B, int64_t R, int64_t C, int layout, octo::DType dt) {
   switch (layout) {
-    case 0: return randn({B, R, C}, dt);
-    case 1: return randn({B, C, R}, dt).transpose(1, 2);
-    case 2: return randn({B, 2 * R + 1, 2 * C}, dt).slice(1, 1, std::nullopt, 2).slice(2, 0, std::nullopt, 2);
-    default: return randn({R, C, B}, dt).permute({2, 0, 1});
+    case 0:
+      return randn({B, R, C}, dt);
+    case 1:
+      return randn({B, C, R}, dt).transpose(1, 2);
+    case 2:
+      return randn({B, 2 * R + 1, 2 * C}, dt)
+          .slice(1, 1, std::nullopt, 2)
+          .slice(2, 0, std::nullopt, 2);
+    default:
+      return randn({R, C, B}, dt).permute({2, 0, 1});
   }
 }
 
@@ -90,28 +96,34 @@ TEST_CASE("bmm kernel matches a naive loop for every operand layout") {
 TEST_CASE("bmm kernel honours alpha and beta; beta == 0 ignores NaNs in out") {
   octo::manual_seed(2);
   auto& backend = octo::kernels::cpu_backend();
+  // Small (coefficient-wise), matrix-vector, GEMM and panel-split (Note [GEMM threads]) paths.
+  const std::vector<std::array<int64_t, 4>> shapes = {
+      {3, 6, 5, 4}, {2, 9, 7, 1}, {2, 1, 7, 9}, {2, 40, 30, 50}, {1, 150, 100, 140}};
   for (auto dt : kFloatTypes)
-    for (int lo = 0; lo < 3; ++lo) {
-      Tensor a = randn({3, 6, 5}, dt), b = randn({3, 5, 4}, dt);
-      Tensor out = make_operand(3, 6, 4, lo, dt);
-      auto before = out.to_vector<double>();
-      backend.bmm(out.arg(), a.arg(), b.arg(), 2.5, 0.5);
-      auto prod = ref_bmm(a, b);
-      std::vector<double> want(prod.size());
-      for (size_t i = 0; i < want.size(); ++i) want[i] = 2.5 * prod[i] + 0.5 * before[i];
-      check_close(out.to_vector<double>(), want, dt, 5);
+    for (auto [B, M, K, N] : shapes)
+      for (int lo = 0; lo < 3; ++lo) {
+        INFO("dtype " << dt << " B=" << B << " M=" << M << " K=" << K << " N=" << N
+                      << " out layout " << lo);
+        Tensor a = randn({B, M, K}, dt), b = randn({B, K, N}, dt);
+        Tensor out = make_operand(B, M, N, lo, dt);
+        auto before = out.to_vector<double>();
+        backend.bmm(out.arg(), a.arg(), b.arg(), 2.5, 0.5);
+        auto prod = ref_bmm(a, b);
+        std::vector<double> want(prod.size());
+        for (size_t i = 0; i < want.size(); ++i) want[i] = 2.5 * prod[i] + 0.5 * before[i];
+        check_close(out.to_vector<double>(), want, dt, K);
 
-      // beta == 1 accumulates.
-      before = out.to_vector<double>();
-      backend.bmm(out.arg(), a.arg(), b.arg(), -1.0, 1.0);
-      for (size_t i = 0; i < want.size(); ++i) want[i] = before[i] - prod[i];
-      check_close(out.to_vector<double>(), want, dt, 5);
+        // beta == 1 accumulates.
+        before = out.to_vector<double>();
+        backend.bmm(out.arg(), a.arg(), b.arg(), -1.0, 1.0);
+        for (size_t i = 0; i < want.size(); ++i) want[i] = before[i] - prod[i];
+        check_close(out.to_vector<double>(), want, dt, K);
 
-      // beta == 0 overwrites, even NaN.
-      out.fill_(std::numeric_limits<double>::quiet_NaN());
-      backend.bmm(out.arg(), a.arg(), b.arg(), 1.0, 0.0);
-      check_close(out.to_vector<double>(), prod, dt, 5);
-    }
+        // beta == 0 overwrites, even NaN.
+        out.fill_(std::numeric_limits<double>::quiet_NaN());
+        backend.bmm(out.arg(), a.arg(), b.arg(), 1.0, 0.0);
+        check_close(out.to_vector<double>(), prod, dt, K);
+      }
 }
 
 TEST_CASE("bmm kernel: empty inner dim gives beta * out; empty outer dims write nothing") {
@@ -153,9 +165,9 @@ TEST_CASE("bmm kernel: large and batched products agree across thread counts") {
   auto& backend = octo::kernels::cpu_backend();
   // Single large products (split into panels along rows or columns, Note [GEMM threads]) and
   // many small ones (parallel over the batch).
-  const std::vector<std::array<int64_t, 4>> shapes = {
-      {1, 150, 140, 130}, {2, 130, 129, 131}, {1, 70, 100, 300}, {1, 300, 64, 70},
-      {37, 9, 11, 7},     {64, 16, 16, 16}};
+  const std::vector<std::array<int64_t, 4>> shapes = {{1, 150, 140, 130}, {2, 130, 129, 131},
+                                                      {1, 70, 100, 300},  {1, 300, 64, 70},
+                                                      {37, 9, 11, 7},     {64, 16, 16, 16}};
   for (auto [B, M, K, N] : shapes)
     for (auto dt : kFloatTypes)
       for (int layout = 0; layout < 3; ++layout) {
@@ -211,12 +223,25 @@ std::pair<Shape, std::vector<double>> ref_matmul(const Tensor& a_in, const Tenso
 
 TEST_CASE("matmul follows torch.matmul for every combination of ranks") {
   octo::manual_seed(5);
-  const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4}, {4}},         {{3}, {3, 5}},          {{3, 4}, {4}},          {{2, 3}, {3, 5}},
-      {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}},   {{4}, {2, 4, 5}},       {{2, 3, 4}, {4}},
-      {{2, 3, 4}, {2, 4, 5}}, {{1, 3, 4}, {6, 4, 2}}, {{2, 1, 3, 4}, {5, 4, 2}},
-      {{2, 1, 3, 4}, {1, 3, 4, 2}}, {{1}, {1}}, {{0}, {0}}, {{0, 3}, {3, 2}}, {{3, 0}, {0, 2}},
-      {{2, 0, 3}, {3, 4}}, {{0, 2, 3}, {0, 3, 4}}, {{5, 1, 1}, {1, 1}}};
+  const std::vector<std::pair<Shape, Shape>> cases = {{{4}, {4}},
+                                                      {{3}, {3, 5}},
+                                                      {{3, 4}, {4}},
+                                                      {{2, 3}, {3, 5}},
+                                                      {{2, 3, 4}, {4, 5}},
+                                                      {{3, 4}, {2, 4, 5}},
+                                                      {{4}, {2, 4, 5}},
+                                                      {{2, 3, 4}, {4}},
+                                                      {{2, 3, 4}, {2, 4, 5}},
+                                                      {{1, 3, 4}, {6, 4, 2}},
+                                                      {{2, 1, 3, 4}, {5, 4, 2}},
+                                                      {{2, 1, 3, 4}, {1, 3, 4, 2}},
+                                                      {{1}, {1}},
+                                                      {{0}, {0}},
+                                                      {{0, 3}, {3, 2}},
+                                                      {{3, 0}, {0, 2}},
+                                                      {{2, 0, 3}, {3, 4}},
+                                                      {{0, 2, 3}, {0, 3, 4}},
+                                                      {{5, 1, 1}, {1, 1}}};
   for (auto dt : kFloatTypes)
     for (auto& [sa, sb] : cases) {
       INFO("dtype " << dt << " shapes " << octo::shape_str(sa) << " @ " << octo::shape_str(sb));
@@ -233,7 +258,7 @@ TEST_CASE("matmul follows torch.matmul for every combination of ranks") {
 TEST_CASE("matmul of transposed and sliced operands reads them in place") {
   octo::manual_seed(6);
   for (auto dt : kFloatTypes) {
-    Tensor a = randn({7, 5}, dt).t();                          // [5, 7], column-major
+    Tensor a = randn({7, 5}, dt).t();  // [5, 7], column-major
     Tensor b = randn({9, 12}, dt).slice(0, 1, 8).slice(1, 0, std::nullopt, 3);  // [7, 4]
     auto [shape, want] = ref_matmul(a, b);
     check_close(octo::matmul(a, b).to_vector<double>(), want, dt, 7);
@@ -244,7 +269,7 @@ TEST_CASE("matmul of transposed and sliced operands reads them in place") {
     check_close(octo::bmm(a3, b3).to_vector<double>(), w3, dt, 4);
     check_close(octo::matmul(a3, b3).to_vector<double>(), w3, dt, 4);
     Tensor v = randn({12}, dt).slice(0, 0, std::nullopt, 2);  // [6], stride 2
-    auto [sv, wv] = ref_matmul(v, a3);                         // [6] @ [2, 6, 4] -> [2, 4]
+    auto [sv, wv] = ref_matmul(v, a3);                        // [6] @ [2, 6, 4] -> [2, 4]
     CHECK(octo::matmul(v, a3).sizes() == Shape{2, 4});
     check_close(octo::matmul(v, a3).to_vector<double>(), wv, dt, 6);
     Tensor v4 = randn({8}, dt).slice(0, 0, std::nullopt, 2);  // [4], stride 2
@@ -274,23 +299,26 @@ TEST_CASE("mm and bmm check their operands") {
   CHECK_THROWS_AS(octo::bmm(a, a), octo::ValueError);
   CHECK_THROWS_WITH(octo::bmm(randn({2, 2, 3}, octo::kFloat32), randn({3, 3, 4}, octo::kFloat32)),
                     Catch::Contains("batch sizes") && Catch::Contains("[2, 2, 3] and [3, 3, 4]"));
-  CHECK_THROWS_WITH(octo::bmm(randn({2, 2, 3}, octo::kFloat32), randn({2, 4, 4}, octo::kFloat32)),
-                    Catch::Contains("bmm: expected a.size(2) == b.size(1), got [2, 2, 3] and [2, 4, 4]"));
+  CHECK_THROWS_WITH(
+      octo::bmm(randn({2, 2, 3}, octo::kFloat32), randn({2, 4, 4}, octo::kFloat32)),
+      Catch::Contains("bmm: expected a.size(2) == b.size(1), got [2, 2, 3] and [2, 4, 4]"));
 }
 
 TEST_CASE("matmul errors name the op and the shapes") {
   Tensor a = randn({2, 3}, octo::kFloat32);
   CHECK_THROWS_AS(octo::matmul(a, randn({4, 5}, octo::kFloat32)), octo::ValueError);
-  CHECK_THROWS_WITH(octo::matmul(a, randn({4, 5}, octo::kFloat32)),
-                    Catch::Contains("matmul: expected a.size(-1) == b.size(-2), got [2, 3] and [4, 5]"));
+  CHECK_THROWS_WITH(
+      octo::matmul(a, randn({4, 5}, octo::kFloat32)),
+      Catch::Contains("matmul: expected a.size(-1) == b.size(-2), got [2, 3] and [4, 5]"));
   CHECK_THROWS_WITH(octo::matmul(randn({3}, octo::kFloat32), randn({4}, octo::kFloat32)),
                     Catch::Contains("matmul: expected a.size(-1) == b.size(0), got [3] and [4]"));
   CHECK_THROWS_WITH(octo::matmul(octo::scalar_tensor(1.0), a),
                     Catch::Contains("at least 1-d") && Catch::Contains("[] and [2, 3]"));
   CHECK_THROWS_AS(octo::matmul(randn({2, 2, 3}, octo::kFloat32), randn({3, 3, 4}, octo::kFloat32)),
                   octo::ValueError);
-  CHECK_THROWS_WITH(octo::matmul(randn({2, 2, 3}, octo::kFloat32), randn({3, 3, 4}, octo::kFloat32)),
-                    Catch::Contains("cannot be broadcast") && Catch::Contains("[2] and [3]"));
+  CHECK_THROWS_WITH(
+      octo::matmul(randn({2, 2, 3}, octo::kFloat32), randn({3, 3, 4}, octo::kFloat32)),
+      Catch::Contains("cannot be broadcast") && Catch::Contains("[2] and [3]"));
   // Integer operands: ValueError from the op.
   Tensor i = octo::ones({2, 2}, {.dtype = octo::kInt64});
   CHECK_THROWS_AS(octo::matmul(i, i), octo::ValueError);
@@ -350,8 +378,9 @@ TEST_CASE("linear computes x @ w^T + b for inputs of any rank") {
 TEST_CASE("linear checks its arguments") {
   Tensor x = randn({2, 5}, octo::kFloat32), w = randn({4, 5}, octo::kFloat32);
   CHECK_THROWS_AS(octo::linear(x, randn({4, 6}, octo::kFloat32)), octo::ValueError);
-  CHECK_THROWS_WITH(octo::linear(x, randn({4, 6}, octo::kFloat32)),
-                    Catch::Contains("linear: expected x.size(-1) == weight.size(1), got [2, 5] and [4, 6]"));
+  CHECK_THROWS_WITH(
+      octo::linear(x, randn({4, 6}, octo::kFloat32)),
+      Catch::Contains("linear: expected x.size(-1) == weight.size(1), got [2, 5] and [4, 6]"));
   CHECK_THROWS_WITH(octo::linear(x, randn({5}, octo::kFloat32)),
                     Catch::Contains("linear") && Catch::Contains("2-d weight"));
   CHECK_THROWS_WITH(octo::linear(x, w, randn({5}, octo::kFloat32)),

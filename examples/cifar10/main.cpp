@@ -1,0 +1,129 @@
+// Trains a small ResNet-9-style network on CIFAR-10 (binary version) with augmentation, label
+// smoothing, SGD with Nesterov momentum and a one-cycle learning rate.
+//
+//   build/examples/cifar10/cifar10 --data data/cifar-10-batches-bin --epochs 10 --width 32
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <octo/octo.h>
+
+#include "common/cli.h"
+#include "common/train.h"
+
+namespace nn = octo::nn;
+using octo::Tensor;
+
+// conv3x3 (no bias) - BatchNorm - ReLU, optionally followed by a 2x2 max-pool.
+static std::shared_ptr<nn::Sequential> conv_bn(int64_t in, int64_t out, bool pool = false) {
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(std::make_shared<nn::Conv2d>(in, out, 3,
+                                              nn::Conv2dOptions{.padding = 1, .bias = false}));
+  seq->push_back(std::make_shared<nn::BatchNorm2d>(out));
+  seq->push_back(std::make_shared<nn::ReLU>());
+  if (pool) seq->push_back(std::make_shared<nn::MaxPool2d>(2));
+  return seq;
+}
+
+// x + conv_bn(conv_bn(x)).
+struct Residual : nn::Cloneable<Residual> {
+  explicit Residual(int64_t channels) : Cloneable("Residual"), channels(channels) { reset(); }
+  void reset() override {
+    res1 = register_module("res1", conv_bn(channels, channels));
+    res2 = register_module("res2", conv_bn(channels, channels));
+  }
+  Tensor forward(const Tensor& x) override { return x + res2->forward(res1->forward(x)); }
+  int64_t channels;
+  std::shared_ptr<nn::Sequential> res1, res2;
+};
+
+// ResNet-9 (Page, "How to train your ResNet") with channel widths w, 2w, 4w, 8w.
+struct ResNet9 : nn::Cloneable<ResNet9> {
+  explicit ResNet9(int64_t width) : Cloneable("ResNet9"), width(width) { reset(); }
+  void reset() override {
+    int64_t w = width;
+    prep = register_module("prep", conv_bn(3, w));
+    layer1 = register_module("layer1", conv_bn(w, 2 * w, true));
+    res1 = register_module("res1", std::make_shared<Residual>(2 * w));
+    layer2 = register_module("layer2", conv_bn(2 * w, 4 * w, true));
+    layer3 = register_module("layer3", conv_bn(4 * w, 8 * w, true));
+    res3 = register_module("res3", std::make_shared<Residual>(8 * w));
+    pool = register_module("pool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
+    fc = register_module("fc", std::make_shared<nn::Linear>(8 * w, 10));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = res1->forward(layer1->forward(prep->forward(x)));
+    h = res3->forward(layer3->forward(layer2->forward(h)));
+    return fc->forward(pool->forward(h).flatten(1));
+  }
+  int64_t width;
+  std::shared_ptr<nn::Sequential> prep, layer1, layer2, layer3;
+  std::shared_ptr<Residual> res1, res3;
+  std::shared_ptr<nn::AdaptiveAvgPool2d> pool;
+  std::shared_ptr<nn::Linear> fc;
+};
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train a ResNet-9-style network on CIFAR-10 (binary version)."};
+  examples::TrainOptions opts;
+  opts.model = "resnet9";
+  opts.data = "data/cifar-10-batches-bin";
+  opts.batch_size = 256;
+  opts.width = 16;
+  double label_smoothing = 0.2, weight_decay = 5e-4;
+  app.add_option("--model", opts.model, "resnet9 (the only one)")
+      ->check(CLI::IsMember({"resnet9"}))->capture_default_str();
+  app.add_option("--width", opts.width, "Channels of the first layer (64 in the original)")
+      ->check(CLI::Range(int64_t{1}, int64_t{512}))->capture_default_str();
+  app.add_option("--label-smoothing", label_smoothing)->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", weight_decay)->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  examples::add_common_flags(app, opts);
+  std::vector<octo::Device> devices;
+  try {
+    app.parse(argc, argv);
+    devices = examples::resolve_devices(opts);
+  } catch (const CLI::ParseError& e) {
+    return examples::exit_for(app, e);
+  }
+
+  return examples::guarded_main([&] {
+    if (opts.threads > 0) octo::set_num_threads(opts.threads);
+    if (opts.lr == 0) opts.lr = 0.4;
+    octo::manual_seed(opts.seed);
+    octo::data::CIFAR10 train_full(opts.data, true), test_full(opts.data, false);
+    auto train_set = examples::take(train_full, opts.limit);
+    auto test_set = examples::take(test_full, opts.limit);
+    const std::vector<double> mean{0.4914, 0.4822, 0.4465}, stdev{0.2470, 0.2435, 0.2616};
+    auto augment = [&](octo::data::Example b, octo::Generator& gen) {
+      Tensor x = octo::data::random_crop(b.data, 32, 4, gen);
+      x = octo::data::random_horizontal_flip(x, 0.5, gen);
+      b.data = octo::data::normalize(octo::data::to_float(x), mean, stdev);
+      return b;
+    };
+    auto plain = [&](octo::data::Example b, octo::Generator&) {
+      b.data = octo::data::normalize(octo::data::to_float(b.data), mean, stdev);
+      return b;
+    };
+    octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
+                                                    .shuffle = true, .num_workers = opts.workers,
+                                                    .seed = opts.seed, .transform = augment});
+    octo::data::DataLoader test_loader(test_set, {.batch_size = 500, .num_workers = opts.workers,
+                                                  .seed = opts.seed, .transform = plain});
+
+    auto model = std::make_shared<ResNet9>(opts.width);
+    model->to(devices[0]);
+    octo::optim::SGD opt(model->parameters(), {.lr = opts.lr, .momentum = 0.9,
+                                               .weight_decay = weight_decay, .nesterov = true});
+    // At least 8 steps, so the warm-up phase is never empty on tiny test runs.
+    int64_t steps = std::max<int64_t>(opts.epochs * int64_t(train_loader.size()), 8);
+    octo::optim::OneCycleLR sched(opt, opts.lr, steps,
+                                  {.pct_start = 0.25,
+                                   .anneal_strategy = octo::optim::AnnealStrategy::Linear});
+    examples::TrainSetup setup{.name = "cifar10-resnet9", .model = model, .devices = devices,
+                               .optimizer = &opt, .scheduler = &sched,
+                               .train_loader = &train_loader, .test_loader = &test_loader,
+                               .loss_options = {.label_smoothing = label_smoothing}};
+    return examples::train(opts, setup);
+  });
+}

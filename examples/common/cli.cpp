@@ -1,0 +1,71 @@
+// The shared command-line flags of the training examples.
+#include "common/cli.h"
+
+#include <sstream>
+
+namespace examples {
+
+void add_common_flags(CLI::App& app, TrainOptions& o) {
+  app.add_option("--data", o.data, "Dataset directory");
+  app.add_option("--device", o.device, "cpu, cpu:N, cuda or cuda:N")->capture_default_str();
+  app.add_option("--devices", o.devices,
+                 "Comma-separated devices for data parallelism, e.g. cpu:0,cpu:1");
+  app.add_option("--epochs", o.epochs, "Epochs to train (in total, also when resuming)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "Examples per batch")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--lr", o.lr, "Learning rate (peak learning rate for one-cycle schedules)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "Seed for initialisation, shuffling and augmentation")
+      ->capture_default_str();
+  app.add_option("--save", o.save, "Write a training checkpoint here after each epoch");
+  app.add_option("--resume", o.resume, "Continue from this training checkpoint")
+      ->check(CLI::ExistingFile);
+  app.add_option("--threads", o.threads, "CPU threads for the kernels (0: all cores)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--limit", o.limit, "Use only the first N training and test examples")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--csv", o.csv, "Append per-epoch metrics to this CSV file");
+  app.add_option("--plot", o.plot, "Write loss and accuracy curves to this SVG file");
+  app.add_option("--workers", o.workers, "DataLoader worker threads")
+      ->check(CLI::Range(0, 64))->capture_default_str();
+  app.add_option("--stop-after", o.stop_after,
+                 "Stop after this epoch, as if interrupted (the schedule still spans --epochs)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+static octo::Device parse_device(const std::string& spec) {
+  try {
+    octo::Device d(spec);
+    if (d.is_cuda() && (octo::cuda::device_count() == 0 || d.index() >= octo::cuda::device_count())) {
+      throw CLI::ValidationError("--device", "device " + spec + " is not available (" +
+                                                 std::to_string(octo::cuda::device_count()) +
+                                                 " CUDA devices visible)");
+    }
+    return d;
+  } catch (const octo::Error& e) {
+    throw CLI::ValidationError("--device", "bad device '" + spec + "': " + e.msg());
+  }
+}
+
+std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
+  std::vector<octo::Device> out;
+  if (o.devices.empty()) {
+    out.push_back(parse_device(o.device));
+  } else {
+    std::stringstream ss(o.devices);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item.empty()) throw CLI::ValidationError("--devices", "empty entry in '" + o.devices + "'");
+      out.push_back(parse_device(item));
+    }
+  }
+  return out;
+}
+
+int exit_for(const CLI::App& app, const CLI::ParseError& e) {
+  int code = app.exit(e);
+  return code == 0 ? 0 : 2;
+}
+
+}  // namespace examples

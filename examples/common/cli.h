@@ -1,0 +1,41 @@
+// The command-line flags shared by the training examples, and turning them into devices.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <octo/octo.h>
+
+namespace examples {
+
+struct TrainOptions {
+  std::string model;
+  std::string data;
+  std::string device = "cpu";
+  std::string devices;  // comma-separated; more than one -> DataParallel
+  int64_t epochs = 3;
+  int64_t batch_size = 128;
+  double lr = 0.0;  // 0: the example's default
+  uint64_t seed = 0;
+  std::string save, resume, csv, plot;
+  int threads = 0;  // 0: all cores
+  int64_t limit = 0;  // 0: every example
+  size_t workers = 1;
+  int64_t width = 0;  // 0: the example's default
+  int64_t stop_after = 0;  // 0: run to --epochs
+};
+
+/// Adds --data --device --devices --epochs --batch-size --lr --seed --save --resume --threads
+/// --limit --csv --plot --workers to `app`.
+void add_common_flags(CLI::App& app, TrainOptions& opts);
+
+/// The devices to train on: --devices when given, else --device. Throws CLI::ValidationError
+/// (exit code 2 through app.exit) for a malformed or unavailable device.
+std::vector<octo::Device> resolve_devices(const TrainOptions& opts);
+
+/// Prints CLI11's message for `e` (help, or the error and a hint) and returns the exit code:
+/// 0 for --help, 2 for any usage error (as getopt-style tools do).
+int exit_for(const CLI::App& app, const CLI::ParseError& e);
+
+}  // namespace examples

@@ -1,0 +1,172 @@
+// The examples' training loop.
+#include "common/train.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "common/metrics.h"
+#include "common/progress.h"
+
+namespace examples {
+
+namespace F = octo::nn::functional;
+
+std::shared_ptr<octo::data::TensorDataset> take(const octo::data::TensorDataset& ds,
+                                                int64_t limit) {
+  int64_t n = static_cast<int64_t>(ds.size());
+  if (limit > 0 && limit < n) n = limit;
+  return std::make_shared<octo::data::TensorDataset>(ds.data().narrow(0, 0, n).contiguous(),
+                                                     ds.targets().narrow(0, 0, n).contiguous());
+}
+
+namespace {
+
+struct EpochResult {
+  double loss = 0, acc = 0;
+  int64_t samples = 0;
+};
+
+// Correct predictions in a batch.
+double correct(const octo::Tensor& logits, const octo::Tensor& target) {
+  return octo::eq(logits.argmax(1), target).to(octo::kFloat64).sum().item<double>();
+}
+
+EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64_t epochs) {
+  s.model->train();
+  EpochResult r;
+  double loss_sum = 0, correct_sum = 0;
+  ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + " batch",
+                  static_cast<int64_t>(s.train_loader->size()));
+  int64_t done = 0;
+  for (const auto& batch : *s.train_loader) {
+    octo::Tensor x = batch.data.to(s.devices[0]);
+    octo::Tensor y = batch.target.to(s.devices[0]);
+    s.optimizer->zero_grad();
+    octo::Tensor out = fwd.forward(x);
+    octo::Tensor loss = F::cross_entropy(out, y, s.loss_options);
+    loss.backward();
+    s.optimizer->step();
+    if (s.scheduler) s.scheduler->step();
+    int64_t n = x.size(0);
+    loss_sum += loss.item<double>() * n;
+    {
+      octo::NoGradGuard no_grad;
+      correct_sum += correct(out.detach(), y);
+    }
+    r.samples += n;
+    bar.update(++done, loss_sum / r.samples, correct_sum / r.samples, r.samples);
+  }
+  bar.finish();
+  r.loss = loss_sum / std::max<int64_t>(r.samples, 1);
+  r.acc = correct_sum / std::max<int64_t>(r.samples, 1);
+  return r;
+}
+
+EpochResult evaluate(TrainSetup& s, octo::nn::Module& fwd) {
+  s.model->eval();
+  octo::NoGradGuard no_grad;
+  EpochResult r;
+  double loss_sum = 0, correct_sum = 0;
+  F::CrossEntropyOptions plain;  // test loss without label smoothing
+  plain.reduction = "sum";
+  for (const auto& batch : *s.test_loader) {
+    octo::Tensor x = batch.data.to(s.devices[0]);
+    octo::Tensor y = batch.target.to(s.devices[0]);
+    octo::Tensor out = fwd.forward(x);
+    loss_sum += F::cross_entropy(out, y, plain).item<double>();
+    correct_sum += correct(out, y);
+    r.samples += x.size(0);
+  }
+  r.loss = loss_sum / std::max<int64_t>(r.samples, 1);
+  r.acc = correct_sum / std::max<int64_t>(r.samples, 1);
+  return r;
+}
+
+std::string history_to_string(const std::vector<EpochMetrics>& h) {
+  std::ostringstream os;
+  for (const auto& m : h)
+    os << m.epoch << "," << m.train_loss << "," << m.train_acc << "," << m.test_loss << ","
+       << m.test_acc << "," << m.seconds << "," << m.samples_per_s << "\n";
+  return os.str();
+}
+
+std::vector<EpochMetrics> history_from_string(const std::string& text) {
+  std::vector<EpochMetrics> h;
+  std::istringstream is(text);
+  std::string line;
+  while (std::getline(is, line)) {
+    EpochMetrics m;
+    long long e;
+    if (std::sscanf(line.c_str(), "%lld,%lf,%lf,%lf,%lf,%lf,%lf", &e, &m.train_loss, &m.train_acc,
+                    &m.test_loss, &m.test_acc, &m.seconds, &m.samples_per_s) == 7) {
+      m.epoch = e;
+      h.push_back(m);
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+int train(const TrainOptions& opts, TrainSetup& s) {
+  std::shared_ptr<octo::nn::Module> fwd = s.model;
+  if (s.devices.size() > 1)
+    fwd = std::make_shared<octo::parallel::DataParallel>(s.model, s.devices);
+  std::string where;
+  for (const auto& d : s.devices) where += (where.empty() ? "" : ",") + d.str();
+  std::cout << s.name << ": " << s.model->num_parameters() << " parameters on " << where << ", "
+            << s.train_loader->dataset().size() << " training / "
+            << s.test_loader->dataset().size() << " test examples\n";
+
+  octo::TrainingState state{.model = s.model.get(), .optimizer = s.optimizer,
+                            .scheduler = s.scheduler};
+  std::vector<EpochMetrics> history;
+  if (!opts.resume.empty()) {
+    octo::load_checkpoint(state, opts.resume);
+    history = history_from_string(state.metadata["history"]);
+    std::cout << "resumed from " << opts.resume << " after epoch " << state.epoch << "\n";
+  }
+  for (int64_t epoch = state.epoch; epoch < opts.epochs; ++epoch) {
+    s.train_loader->set_epoch(static_cast<uint64_t>(epoch));
+    auto t0 = std::chrono::steady_clock::now();
+    EpochResult tr = run_epoch(s, *fwd, epoch, opts.epochs);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EpochResult te = evaluate(s, *fwd);
+    EpochMetrics m{epoch + 1, tr.loss, tr.acc, te.loss, te.acc, secs, tr.samples / secs};
+    history.push_back(m);
+    std::printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+                "%.0f samples/s\n",
+                static_cast<long long>(m.epoch), m.train_loss, 100 * m.train_acc, m.test_loss,
+                100 * m.test_acc, m.seconds, m.samples_per_s);
+    std::fflush(stdout);
+    if (!opts.csv.empty()) append_csv(opts.csv, m);
+    if (!opts.save.empty()) {
+      state.epoch = epoch + 1;
+      state.metadata["history"] = history_to_string(history);
+      state.metadata["example"] = s.name;
+      octo::save_checkpoint(state, opts.save);
+    }
+    if (!opts.plot.empty()) write_svg_plot(opts.plot, history, s.name);
+    if (opts.stop_after > 0 && epoch + 1 >= opts.stop_after && epoch + 1 < opts.epochs) {
+      std::cout << "stopping after epoch " << epoch + 1 << " (--stop-after)\n";
+      break;
+    }
+  }
+  if (!history.empty())
+    std::printf("test accuracy: %.2f%%\n", 100 * history.back().test_acc);
+  return 0;
+}
+
+int guarded_main(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const octo::Error& e) {
+    std::cerr << "error: " << e.msg() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  return 1;
+}
+
+}  // namespace examples

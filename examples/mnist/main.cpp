@@ -1,0 +1,136 @@
+// Trains an MLP or a LeNet-style CNN on MNIST / Fashion-MNIST, on one device or data-parallel.
+//
+//   build/examples/mnist/mnist --model cnn --epochs 3
+//   build/examples/mnist/mnist --model mlp --devices cpu:0,cpu:1 --save ckpt.safetensors
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <octo/octo.h>
+
+#include "common/cli.h"
+#include "common/train.h"
+
+namespace nn = octo::nn;
+using octo::Tensor;
+
+// 784 -> 256 -> 128 -> 10 with ReLU.
+struct Mlp : nn::Cloneable<Mlp> {
+  Mlp() : Cloneable("Mlp") { reset(); }
+  void reset() override {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(784, 256));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(256, 128));
+    fc3 = register_module("fc3", std::make_shared<nn::Linear>(128, 10));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = octo::relu(fc1->forward(x.flatten(1)));
+    return fc3->forward(octo::relu(fc2->forward(h)));
+  }
+  std::shared_ptr<nn::Linear> fc1, fc2, fc3;
+};
+
+// LeNet-5 style: conv5x5(pad 2)-[BN]-relu-pool2 - conv5x5-[BN]-relu-pool2 - 400->120->84->10,
+// with the channel counts (6, 16) multiplied by `width`.
+struct LeNet : nn::Cloneable<LeNet> {
+  LeNet(int64_t width, bool batchnorm) : Cloneable("LeNet"), width(width), batchnorm(batchnorm) {
+    reset();
+  }
+  void reset() override {
+    int64_t c1 = 6 * width, c2 = 16 * width;
+    auto block = [&](int64_t in, int64_t out, int64_t pad) {
+      auto seq = std::make_shared<nn::Sequential>();
+      seq->push_back(std::make_shared<nn::Conv2d>(
+          in, out, 5, nn::Conv2dOptions{.padding = pad, .bias = !batchnorm}));
+      if (batchnorm) seq->push_back(std::make_shared<nn::BatchNorm2d>(out));
+      seq->push_back(std::make_shared<nn::ReLU>());
+      seq->push_back(std::make_shared<nn::MaxPool2d>(2));
+      return seq;
+    };
+    features = register_module("features", std::make_shared<nn::Sequential>(
+        std::vector<std::shared_ptr<nn::Module>>{block(1, c1, 2), block(c1, c2, 0)}));
+    classifier = register_module("classifier", std::make_shared<nn::Sequential>(
+        std::initializer_list<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Linear>(c2 * 5 * 5, 120), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Linear>(120, 84), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Linear>(84, 10)}));
+  }
+  Tensor forward(const Tensor& x) override {
+    return classifier->forward(features->forward(x).flatten(1));
+  }
+  int64_t width;
+  bool batchnorm;
+  std::shared_ptr<nn::Sequential> features, classifier;
+};
+
+static bool has_mnist(const std::string& dir) {
+  namespace fs = std::filesystem;
+  return fs::exists(dir + "/train-images-idx3-ubyte") ||
+         fs::exists(dir + "/train-images-idx3-ubyte.gz");
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train an MLP or a LeNet-style CNN on MNIST or Fashion-MNIST."};
+  examples::TrainOptions opts;
+  opts.model = "cnn";
+  bool no_batchnorm = false;
+  app.add_option("--model", opts.model, "mlp or cnn")
+      ->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  app.add_option("--width", opts.width, "CNN channel multiplier (6 and 16 channels times this)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  app.add_flag("--no-batchnorm", no_batchnorm, "CNN without BatchNorm");
+  examples::add_common_flags(app, opts);
+  std::vector<octo::Device> devices;
+  try {
+    app.parse(argc, argv);
+    devices = examples::resolve_devices(opts);
+  } catch (const CLI::ParseError& e) {
+    return examples::exit_for(app, e);
+  }
+
+  return examples::guarded_main([&] {
+    if (opts.data.empty()) {
+      for (const char* dir : {"data/mnist", "/usr/share/datasets/fashion-mnist"})
+        if (has_mnist(dir)) { opts.data = dir; break; }
+      if (opts.data.empty()) {
+        std::cerr << "error: no MNIST data found in data/mnist or /usr/share/datasets/fashion-mnist.\n"
+                     "Get it with tools/get_data.sh (downloads MNIST into data/mnist), or\n"
+                     "`sudo apt install dataset-fashion-mnist` (Debian/Ubuntu), or pass --data DIR.\n";
+        return 1;
+      }
+    }
+    if (opts.threads > 0) octo::set_num_threads(opts.threads);
+    if (opts.width == 0) opts.width = 1;
+    if (opts.lr == 0) opts.lr = opts.model == "cnn" ? 0.1 : 0.05;
+    octo::manual_seed(opts.seed);
+
+    octo::data::MNIST train_full(opts.data, true), test_full(opts.data, false);
+    std::cout << "data: " << train_full.images_path() << "\n";
+    auto train_set = examples::take(train_full, opts.limit);
+    auto test_set = examples::take(test_full, opts.limit);
+    auto to_input = [](octo::data::Example b, octo::Generator&) {
+      b.data = octo::data::normalize(octo::data::to_float(b.data), {0.5}, {0.5});
+      return b;
+    };
+    octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
+                                                    .shuffle = true, .num_workers = opts.workers,
+                                                    .seed = opts.seed, .transform = to_input});
+    octo::data::DataLoader test_loader(test_set, {.batch_size = 1000,
+                                                  .num_workers = opts.workers,
+                                                  .seed = opts.seed, .transform = to_input});
+
+    std::shared_ptr<nn::Module> model;
+    if (opts.model == "mlp") model = std::make_shared<Mlp>();
+    else model = std::make_shared<LeNet>(opts.width, !no_batchnorm);
+    model->to(devices[0]);
+    octo::optim::SGD opt(model->parameters(), {.lr = opts.lr, .momentum = 0.9, .weight_decay = 5e-4,
+                                               .nesterov = true});
+    // At least 8 steps, so the warm-up phase is never empty on tiny test runs.
+    int64_t steps = std::max<int64_t>(opts.epochs * int64_t(train_loader.size()), 8);
+    octo::optim::OneCycleLR sched(opt, opts.lr, steps, {.pct_start = 0.25});
+
+    examples::TrainSetup setup{.name = "mnist-" + opts.model, .model = model,
+                               .devices = devices, .optimizer = &opt, .scheduler = &sched,
+                               .train_loader = &train_loader, .test_loader = &test_loader};
+    return examples::train(opts, setup);
+  });
+}
