@@ -23,7 +23,7 @@ class CudaHooks {
   virtual std::string device_name(int index) const = 0;
 };
 
-/// The process-wide hooks (defined in kernels/cuda/cuda_hooks.cpp or kernels/cuda_stub.cpp).
+/// The process-wide hooks (defined in kernels/cuda/runtime.cpp or kernels/cuda_stub.cpp).
 const CudaHooks& cuda_hooks();
 
 namespace cuda {

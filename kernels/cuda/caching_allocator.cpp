@@ -50,7 +50,7 @@ struct Block {
   bool allocated = false;  // handed out to a tensor
   int pending_events = 0;  // freed, but other streams may still use it (record_stream)
   std::unordered_set<cudaStream_t> stream_uses;  // streams other than `stream` that used it
-  Block* prev = nullptr;   // neighbours within the segment
+  Block* prev = nullptr;                         // neighbours within the segment
   Block* next = nullptr;
 };
 
@@ -129,8 +129,10 @@ class DeviceCachingAllocator final : public Allocator {
   void record_stream(const void* ptr, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = active_.find(const_cast<void*>(ptr));
-    OCTO_CHECK_VALUE(it != active_.end(), "record_stream: the pointer ", ptr, " is not the start "
-                     "of a live allocation of cuda:", device_, "'s caching allocator");
+    OCTO_CHECK_VALUE(it != active_.end(), "record_stream: the pointer ", ptr,
+                     " is not the start "
+                     "of a live allocation of cuda:",
+                     device_, "'s caching allocator");
     if (it->second->stream != stream) it->second->stream_uses.insert(stream);
   }
 
@@ -170,11 +172,11 @@ class DeviceCachingAllocator final : public Allocator {
   }
 
   [[noreturn]] void throw_oom(size_t requested) {
-    std::string msg = ::octo::detail::str(
-        "CUDA out of memory on cuda:", device_, ": tried to allocate ",
-        format_bytes(int64_t(std::min<size_t>(requested, size_t(INT64_MAX)))), "; ",
-        format_bytes(stats_.allocated_bytes), " allocated by octo, ",
-        format_bytes(stats_.reserved_bytes), " reserved");
+    std::string msg =
+        ::octo::detail::str("CUDA out of memory on cuda:", device_, ": tried to allocate ",
+                            format_bytes(int64_t(std::min<size_t>(requested, size_t(INT64_MAX)))),
+                            "; ", format_bytes(stats_.allocated_bytes), " allocated by octo, ",
+                            format_bytes(stats_.reserved_bytes), " reserved");
     size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
       msg += ::octo::detail::str("; the GPU has ", format_bytes(int64_t(free_bytes)), " free of ",
@@ -242,7 +244,7 @@ class DeviceCachingAllocator final : public Allocator {
         continue;
       }
       OCTO_CUDA_CHECK(status);
-      cudaEventDestroy(it->first);
+      OCTO_CUDA_CHECK(cudaEventDestroy(it->first));
       Block* block = it->second;
       it = pending_.erase(it);
       if (--block->pending_events == 0) return_to_pool(block);
@@ -281,7 +283,8 @@ DeviceCachingAllocator& device_allocator(int index) {
   // One per visible device, created on first use and never destroyed: storages may outlive main.
   static std::vector<DeviceCachingAllocator*>* all = [] {
     auto* v = new std::vector<DeviceCachingAllocator*>();
-    for (int i = 0; i < cuda_hooks().device_count(); ++i) v->push_back(new DeviceCachingAllocator(i));
+    for (int i = 0; i < cuda_hooks().device_count(); ++i)
+      v->push_back(new DeviceCachingAllocator(i));
     return v;
   }();
   OCTO_CHECK_DEVICE(index >= 0 && index < int(all->size()), "no CUDA allocator for cuda:", index,

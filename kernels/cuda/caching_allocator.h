@@ -10,13 +10,16 @@
 
 namespace octo::cuda {
 
-// Size classes (the scheme of PyTorch's CUDACachingAllocator, simplified):
-inline constexpr size_t kMinBlockSize = 512;               // every request is rounded up to this
-inline constexpr size_t kSmallSize = size_t(1) << 20;      // requests <= 1 MiB use the small pool
-inline constexpr size_t kSmallBuffer = size_t(2) << 20;    // small-pool segments are 2 MiB
-inline constexpr size_t kLargeBuffer = size_t(20) << 20;   // requests in (1, 10) MiB: 20 MiB segments
-inline constexpr size_t kMinLargeAlloc = size_t(10) << 20; // from here on, a segment per request,
-inline constexpr size_t kRoundLarge = size_t(2) << 20;     // rounded up to 2 MiB
+// Size classes (the scheme of PyTorch's CUDACachingAllocator, simplified). Every request is
+// rounded up to kMinBlockSize; requests <= kSmallSize come from the small pool, whose segments
+// are kSmallBuffer; larger requests under kMinLargeAlloc get a kLargeBuffer segment; from
+// kMinLargeAlloc on, a segment per request rounded up to kRoundLarge.
+inline constexpr size_t kMinBlockSize = 512;                // bytes
+inline constexpr size_t kSmallSize = size_t(1) << 20;       // 1 MiB
+inline constexpr size_t kSmallBuffer = size_t(2) << 20;     // 2 MiB
+inline constexpr size_t kLargeBuffer = size_t(20) << 20;    // 20 MiB
+inline constexpr size_t kMinLargeAlloc = size_t(10) << 20;  // 10 MiB
+inline constexpr size_t kRoundLarge = size_t(2) << 20;      // 2 MiB
 
 /// The caching allocator of cuda:index (what allocator_for(Device("cuda:N")) returns). Throws
 /// DeviceError for a device that does not exist. Never destroyed.

@@ -47,8 +47,8 @@ void copy_same_device(const TensorArg& dst, const TensorArg& src) {
   cudaStream_t stream = cuda::current_stream(dev).handle();
   if (memcpy_compatible(dst, src)) {
     if (dst.data != src.data) {
-      OCTO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, nbytes(dst), cudaMemcpyDeviceToDevice,
-                                      stream));
+      OCTO_CUDA_CHECK(
+          cudaMemcpyAsync(dst.data, src.data, nbytes(dst), cudaMemcpyDeviceToDevice, stream));
     }
     return;
   }
@@ -71,13 +71,13 @@ void host_to_device(const TensorArg& dst, const TensorArg& src) {
   }
   DataPtr staging;
   if (memcpy_compatible(dst, host)) {
-    OCTO_CUDA_CHECK(cudaMemcpyAsync(dst.data, host.data, nbytes(host), cudaMemcpyHostToDevice,
-                                    stream));
+    OCTO_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data, host.data, nbytes(host), cudaMemcpyHostToDevice, stream));
   } else {  // upload as is, then convert / scatter on the GPU
     staging = cuda::caching_allocator(dev)->allocate(nbytes(host));
     TensorArg tmp = contiguous_like(host, staging.get(), host.dtype, dst.device);
-    OCTO_CUDA_CHECK(cudaMemcpyAsync(tmp.data, host.data, nbytes(host), cudaMemcpyHostToDevice,
-                                    stream));
+    OCTO_CUDA_CHECK(
+        cudaMemcpyAsync(tmp.data, host.data, nbytes(host), cudaMemcpyHostToDevice, stream));
     cuda_memory::launch_copy(dst, tmp, stream);
   }
   OCTO_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -91,19 +91,20 @@ void device_to_host(const TensorArg& dst, const TensorArg& src) {
   TensorArg packed = src;
   DataPtr packed_buffer;
   if (!src.is_contiguous()) {
-    packed_buffer = cuda::caching_allocator(dev)->allocate(size_t(src.numel()) * itemsize(dst.dtype));
+    packed_buffer =
+        cuda::caching_allocator(dev)->allocate(size_t(src.numel()) * itemsize(dst.dtype));
     packed = contiguous_like(src, packed_buffer.get(), dst.dtype, src.device);
     cuda_memory::launch_copy(packed, src, stream);
   }
   if (memcpy_compatible(dst, packed)) {
-    OCTO_CUDA_CHECK(cudaMemcpyAsync(dst.data, packed.data, nbytes(packed), cudaMemcpyDeviceToHost,
-                                    stream));
+    OCTO_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data, packed.data, nbytes(packed), cudaMemcpyDeviceToHost, stream));
     OCTO_CUDA_CHECK(cudaStreamSynchronize(stream));
   } else {  // download as is, then convert / scatter on the host
     DataPtr host_buffer = cpu_allocator()->allocate(nbytes(packed));
     TensorArg host = contiguous_like(packed, host_buffer.get(), packed.dtype, dst.device);
-    OCTO_CUDA_CHECK(cudaMemcpyAsync(host.data, packed.data, nbytes(packed),
-                                    cudaMemcpyDeviceToHost, stream));
+    OCTO_CUDA_CHECK(
+        cudaMemcpyAsync(host.data, packed.data, nbytes(packed), cudaMemcpyDeviceToHost, stream));
     OCTO_CUDA_CHECK(cudaStreamSynchronize(stream));
     cpu_backend().copy(dst, host);
   }
@@ -154,8 +155,8 @@ void copy_between_devices(const TensorArg& dst, const TensorArg& src) {
   // Strided destination: land in a contiguous buffer on dst's GPU, then scatter there.
   DataPtr landing_buffer = cuda::caching_allocator(b)->allocate(nbytes(packed));
   TensorArg landing = contiguous_like(packed, landing_buffer.get(), dst.dtype, dst.device);
-  OCTO_CUDA_CHECK(cudaMemcpyPeerAsync(landing.data, b, packed.data, a, nbytes(packed),
-                                      sa.handle()));
+  OCTO_CUDA_CHECK(
+      cudaMemcpyPeerAsync(landing.data, b, packed.data, a, nbytes(packed), sa.handle()));
   sb.wait(sa);
   CudaDeviceScope scope_b(b);
   cuda_memory::launch_copy(dst, landing, sb.handle());

@@ -14,14 +14,22 @@ namespace octo::cuda::detail {
 namespace {
 const char* nccl_status_name(int status) {
   switch (status) {
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "unknown ncclResult_t";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "unknown ncclResult_t";
   }
 }
 
@@ -38,8 +46,9 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
   std::string msg = ::octo::detail::str("CUDA error in ", call, ": ", cudaGetErrorString(status),
                                         " (", cudaGetErrorName(status), ")");
   if (is_asynchronous_error(status)) {
-    msg += "; kernel errors are reported asynchronously, so the failing call may be an earlier "
-           "one (run with CUDA_LAUNCH_BLOCKING=1 to find it); the CUDA context is now unusable";
+    msg +=
+        "; kernel errors are reported asynchronously, so the failing call may be an earlier "
+        "one (run with CUDA_LAUNCH_BLOCKING=1 to find it); the CUDA context is now unusable";
   }
   switch (status) {
     case cudaErrorMemoryAllocation:

@@ -11,7 +11,7 @@
 
 namespace octo::kernels::cuda_loops {
 
-inline constexpr int kThreads = 256;       // threads per block of elementwise kernels
+inline constexpr int kThreads = 256;          // threads per block of elementwise kernels
 inline constexpr int64_t kMaxBlocks = 65536;  // grid-stride loops cover the rest
 
 /// Blocks for an n-element grid-stride kernel.
@@ -59,8 +59,8 @@ __device__ inline int64_t offset(const TensorArg& t, int64_t linear) {
 }
 
 /// for (i = global thread; i < n; i += grid size)
-#define OCTO_CUDA_KERNEL_LOOP(i, n)                                                 \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);         \
+#define OCTO_CUDA_KERNEL_LOOP(i, n)                                         \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(blockDim.x) * gridDim.x)
 #endif
 

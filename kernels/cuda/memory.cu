@@ -24,10 +24,22 @@ using cuda_loops::offset;
 // Kernels move raw words of the element's size: one instantiation per size serves every dtype.
 template <size_t Size>
 struct WordOf;
-template <> struct WordOf<1> { using type = uint8_t; };
-template <> struct WordOf<2> { using type = uint16_t; };
-template <> struct WordOf<4> { using type = uint32_t; };
-template <> struct WordOf<8> { using type = uint64_t; };
+template <>
+struct WordOf<1> {
+  using type = uint8_t;
+};
+template <>
+struct WordOf<2> {
+  using type = uint16_t;
+};
+template <>
+struct WordOf<4> {
+  using type = uint32_t;
+};
+template <>
+struct WordOf<8> {
+  using type = uint64_t;
+};
 
 template <typename W>
 __global__ void fill_kernel(TensorArg out, int64_t n, W value) {
@@ -88,8 +100,8 @@ void CudaBackend::fill(const TensorArg& out, Scalar value) {
   alignas(8) unsigned char bits[8] = {};
   const size_t size = itemsize(out.dtype);
   OCTO_DISPATCH_ALL_AND_HALF(out.dtype, "fill", [&] {
-    const scalar_t v = static_cast<scalar_t>(value.to<std::conditional_t<
-        std::is_integral_v<scalar_t>, int64_t, double>>());
+    const scalar_t v = static_cast<scalar_t>(
+        value.to<std::conditional_t<std::is_integral_v<scalar_t>, int64_t, double>>());
     std::memcpy(bits, &v, sizeof v);
   });
   std::array<TensorArg, 1> args{out};
@@ -100,10 +112,18 @@ void CudaBackend::fill(const TensorArg& out, Scalar value) {
     return;
   }
   switch (size) {
-    case 1: launch_fill<1>(args[0], n, bits, stream); break;
-    case 2: launch_fill<2>(args[0], n, bits, stream); break;
-    case 4: launch_fill<4>(args[0], n, bits, stream); break;
-    default: launch_fill<8>(args[0], n, bits, stream); break;
+    case 1:
+      launch_fill<1>(args[0], n, bits, stream);
+      break;
+    case 2:
+      launch_fill<2>(args[0], n, bits, stream);
+      break;
+    case 4:
+      launch_fill<4>(args[0], n, bits, stream);
+      break;
+    default:
+      launch_fill<8>(args[0], n, bits, stream);
+      break;
   }
 }
 
@@ -119,10 +139,18 @@ void launch_copy(const TensorArg& dst, const TensorArg& src, cuda::StreamHandle 
   const unsigned blocks = blocks_for(n);
   if (dst.dtype == src.dtype) {
     switch (itemsize(dst.dtype)) {
-      case 1: copy_same_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n); break;
-      case 2: copy_same_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n); break;
-      case 4: copy_same_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n); break;
-      default: copy_same_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n); break;
+      case 1:
+        copy_same_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n);
+        break;
+      case 2:
+        copy_same_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n);
+        break;
+      case 4:
+        copy_same_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n);
+        break;
+      default:
+        copy_same_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], n);
+        break;
     }
     OCTO_CUDA_CHECK_LAUNCH("copy_same_kernel");
     return;

@@ -1,7 +1,6 @@
 // The CUDA runtime hooks: device count, current device, allocator lookup, synchronisation.
 #include <cuda_runtime_api.h>
 
-
 #include "core/device_hooks.h"
 #include "core/error.h"
 #include "kernels/cuda/caching_allocator.h"

@@ -112,8 +112,8 @@ Stream stream_from_pool(int index, bool high_priority) {
     OCTO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     for (int prio = 0; prio < 2; ++prio) {
       for (auto& s : p.streams[prio]) {
-        OCTO_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
-                                                     prio ? greatest : least));
+        OCTO_CUDA_CHECK(
+            cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, prio ? greatest : least));
       }
     }
   });
@@ -161,9 +161,9 @@ void Event::record(const Stream& stream) {
     event_ = e;
     device_ = stream.device_index();
   }
-  OCTO_CHECK_DEVICE(device_ == stream.device_index(), "Event::record: the event belongs to cuda:",
-                    device_, " but the stream is on ", stream.device(),
-                    "; use one event per device");
+  OCTO_CHECK_DEVICE(device_ == stream.device_index(),
+                    "Event::record: the event belongs to cuda:", device_, " but the stream is on ",
+                    stream.device(), "; use one event per device");
   OCTO_CUDA_CHECK(cudaEventRecord(event_, stream.handle()));
 }
 
@@ -185,11 +185,14 @@ void Event::synchronize() const {
 }
 
 float Event::elapsed_time(const Event& end) const {
-  OCTO_CHECK_VALUE(timing_ && end.timing_, "Event::elapsed_time: both events must be created "
+  OCTO_CHECK_VALUE(timing_ && end.timing_,
+                   "Event::elapsed_time: both events must be created "
                    "with enable_timing = true");
   OCTO_CHECK_VALUE(event_ && end.event_, "Event::elapsed_time: both events must be recorded first");
-  OCTO_CHECK_DEVICE(device_ == end.device_, "Event::elapsed_time: events recorded on different "
-                    "devices, cuda:", device_, " and cuda:", end.device_);
+  OCTO_CHECK_DEVICE(device_ == end.device_,
+                    "Event::elapsed_time: events recorded on different "
+                    "devices, cuda:",
+                    device_, " and cuda:", end.device_);
   end.synchronize();
   float ms = 0.0f;
   OCTO_CUDA_CHECK(cudaEventElapsedTime(&ms, event_, end.event_));

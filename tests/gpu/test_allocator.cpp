@@ -159,8 +159,8 @@ TEST_CASE("out of memory frees the cache, retries, then says how much was asked 
     const MemoryStats after = stats();
     CHECK_THAT(e.what(), Catch::StartsWith("CUDA out of memory on cuda:0: tried to allocate "
                                            "1.00 PiB; "));
-    CHECK_THAT(e.what(), Catch::Contains(cuda::format_bytes(after.allocated_bytes) +
-                                         " allocated by octo, "));
+    CHECK_THAT(e.what(),
+               Catch::Contains(cuda::format_bytes(after.allocated_bytes) + " allocated by octo, "));
     CHECK_THAT(e.what(), Catch::Contains(cuda::format_bytes(after.reserved_bytes) + " reserved"));
     CHECK(after.reserved_bytes < before.reserved_bytes);  // the cached 40 MiB went back
     CHECK(after.allocated_bytes == before.allocated_bytes);

@@ -20,8 +20,8 @@ namespace cuda = octo::cuda;
 
 namespace {
 const Device kGpu(DeviceType::CUDA, 0);
-const std::vector<DType> kAllDTypes = {octo::kFloat32, octo::kFloat64, octo::kInt64,
-                                       octo::kInt32,   octo::kUInt8,   octo::kBool,
+const std::vector<DType> kAllDTypes = {octo::kFloat32,  octo::kFloat64, octo::kInt64,
+                                       octo::kInt32,    octo::kUInt8,   octo::kBool,
                                        octo::kBFloat16, octo::kFloat16};
 
 /// Random integers in [0, 100) on the CPU: exact in every dtype (bool keeps "nonzero").
@@ -42,12 +42,18 @@ std::vector<double> values(const Tensor& t) {
 /// floats hold these test values exactly.
 double converted(double v, DType dtype) {
   switch (dtype) {
-    case octo::kBool: return v != 0.0 ? 1.0 : 0.0;
-    case octo::kInt64: return double(int64_t(v));
-    case octo::kInt32: return double(int32_t(v));
-    case octo::kUInt8: return double(uint8_t(int(v)));
-    case octo::kFloat32: return double(float(v));
-    default: return v;
+    case octo::kBool:
+      return v != 0.0 ? 1.0 : 0.0;
+    case octo::kInt64:
+      return double(int64_t(v));
+    case octo::kInt32:
+      return double(int32_t(v));
+    case octo::kUInt8:
+      return double(uint8_t(int(v)));
+    case octo::kFloat32:
+      return double(float(v));
+    default:
+      return v;
   }
 }
 }  // namespace
@@ -281,11 +287,11 @@ TEST_CASE("copies between GPUs") {
   std::vector<double> expected_t;
   for (int j = 0; j < 7; ++j)
     for (int i = 0; i < 6; ++i) expected_t.push_back(v[size_t(i * 7 + j)]);
-  CHECK(values(a.to(g1).cpu()) == v);                            // contiguous: peer memcpy
-  CHECK(values(a.t().to(g1).cpu()) == expected_t);               // packed on cuda:0 first
-  CHECK(values(a.to(g1, octo::kFloat64).cpu()) == v);            // converted on cuda:0
+  CHECK(values(a.to(g1).cpu()) == v);                  // contiguous: peer memcpy
+  CHECK(values(a.t().to(g1).cpu()) == expected_t);     // packed on cuda:0 first
+  CHECK(values(a.to(g1, octo::kFloat64).cpu()) == v);  // converted on cuda:0
   Tensor dst = octo::zeros({7, 12}, {.dtype = octo::kInt64, .device = g1});
-  dst.slice(1, 0, 12, 2).copy_(a.t());                           // strided destination
+  dst.slice(1, 0, 12, 2).copy_(a.t());  // strided destination
   std::vector<double> got = values(dst.cpu());
   for (int i = 0; i < 7; ++i)
     for (int j = 0; j < 12; ++j)

@@ -149,8 +149,8 @@ TEST_CASE("events order work between streams") {
 TEST_CASE("events: query, synchronize, elapsed_time") {
   cuda::Event never;
   CHECK_FALSE(never.is_created());
-  CHECK(never.query());       // nothing captured: complete
-  never.synchronize();        // no-op
+  CHECK(never.query());                 // nothing captured: complete
+  never.synchronize();                  // no-op
   cuda::current_stream(0).wait(never);  // no-op
   CHECK(never.device_index() == -1);
 
@@ -234,8 +234,8 @@ TEST_CASE("primitives the CUDA backend does not have yet say so") {
   }
   CHECK_THROWS_AS(b.binary(octo::kernels::BinaryOp::Add, out.arg(), a.arg(), a.arg()),
                   octo::NotImplementedError);
-  CHECK_THROWS_AS(b.bmm(out.view({1, 2, 3}).arg(), a.view({1, 2, 3}).arg(),
-                        a.view({1, 3, 2}).arg()),
-                  octo::NotImplementedError);
+  CHECK_THROWS_AS(
+      b.bmm(out.view({1, 2, 3}).arg(), a.view({1, 2, 3}).arg(), a.view({1, 3, 2}).arg()),
+      octo::NotImplementedError);
   CHECK(&octo::kernels::backend(gpu(0)) == &b);
 }
