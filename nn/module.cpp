@@ -193,8 +193,18 @@ void Module::zero_grad(bool set_to_none) {
 }
 
 NamedTensors Module::state_dict() const {
-  NamedTensors out = named_parameters();
-  for (auto& b : named_buffers()) out.push_back(std::move(b));
+  // PyTorch's order: each module's parameters, then its buffers, then its children's, so the
+  // file lists keys exactly as torch's state_dict() does for the same structure.
+  NamedTensors out;
+  std::function<void(const Module&, const std::string&)> visit = [&](const Module& m,
+                                                                    const std::string& prefix) {
+    for (const auto& [n, t] : m.parameters_)
+      if (t.defined()) out.emplace_back(prefix + n, t);
+    for (const auto& [n, t] : m.buffers_)
+      if (t.defined()) out.emplace_back(prefix + n, t);
+    for (const auto& [n, child] : m.children_) visit(*child, prefix + n + ".");
+  };
+  visit(*this, "");
   return out;
 }
 

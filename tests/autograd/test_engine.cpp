@@ -237,3 +237,28 @@ TEST_CASE("a 3-layer MLP built from raw ops learns XOR to zero training error") 
   INFO("final loss " << loss_value);
   CHECK(errors == 0);
 }
+
+TEST_CASE("gradients of a small MLP and a small CNN match finite differences") {
+  using octo::autograd::gradcheck;
+  octo::manual_seed(3);
+  auto p = [](octo::Shape s) {
+    return octo::randn(s, {.dtype = octo::kFloat64, .requires_grad = true});
+  };
+  Tensor x = p({4, 5}), w1 = p({5, 6}), b1 = p({6}), w2 = p({6, 3}), b2 = p({3});
+  Tensor labels = octo::tensor({0, 2, 1, 2}, {.dtype = octo::kInt64});
+  CHECK(gradcheck(
+      [&](const TensorList& in) {
+        Tensor h = octo::tanh(octo::matmul(in[0], in[1]) + in[2]);
+        Tensor logits = octo::matmul(h, in[3]) + in[4];
+        return octo::nn::functional::cross_entropy(logits, labels);
+      },
+      {x, w1, b1, w2, b2}));
+  Tensor img = p({2, 1, 6, 6}), k1 = p({3, 1, 3, 3}), c1 = p({3}), fc = p({3 * 2 * 2, 2});
+  CHECK(gradcheck(
+      [&](const TensorList& in) {
+        Tensor h = octo::relu(octo::conv2d(in[0], in[1], in[2], {1, 1}, {1, 1}));
+        h = octo::avg_pool2d(h, {3, 3});
+        return octo::sum(octo::square(octo::matmul(h.flatten(1), in[3])));
+      },
+      {img, k1, c1, fc}));
+}
