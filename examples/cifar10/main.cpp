@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
 
   return examples::guarded_main([&] {
     if (opts.threads > 0) octo::set_num_threads(opts.threads);
-    if (opts.lr == 0) opts.lr = 0.4;
+    if (opts.lr == 0) opts.lr = 0.2;
     octo::manual_seed(opts.seed);
     octo::data::CIFAR10 train_full(opts.data, true), test_full(opts.data, false);
     auto train_set = examples::take(train_full, opts.limit);

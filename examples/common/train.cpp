@@ -114,13 +114,18 @@ int train(const TrainOptions& opts, TrainSetup& s) {
   if (s.devices.size() > 1)
     fwd = std::make_shared<octo::parallel::DataParallel>(s.model, s.devices);
   std::string where;
-  for (const auto& d : s.devices) where += (where.empty() ? "" : ",") + d.str();
+  for (const auto& d : s.devices) {
+    if (!where.empty()) where += ",";
+    where += d.str();
+  }
   std::cout << s.name << ": " << s.model->num_parameters() << " parameters on " << where << ", "
             << s.train_loader->dataset().size() << " training / "
             << s.test_loader->dataset().size() << " test examples\n";
 
-  octo::TrainingState state{.model = s.model.get(), .optimizer = s.optimizer,
-                            .scheduler = s.scheduler};
+  octo::TrainingState state;
+  state.model = s.model.get();
+  state.optimizer = s.optimizer;
+  state.scheduler = s.scheduler;
   std::vector<EpochMetrics> history;
   if (!opts.resume.empty()) {
     octo::load_checkpoint(state, opts.resume);

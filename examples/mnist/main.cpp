@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   bool no_batchnorm = false;
   app.add_option("--model", opts.model, "mlp or cnn")
       ->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
-  app.add_option("--width", opts.width, "CNN channel multiplier (6 and 16 channels times this)")
+  app.add_option("--width", opts.width, "CNN channel multiplier: 6 and 16 channels times this (default 2)")
       ->check(CLI::Range(int64_t{1}, int64_t{64}));
   app.add_flag("--no-batchnorm", no_batchnorm, "CNN without BatchNorm");
   examples::add_common_flags(app, opts);
@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
       }
     }
     if (opts.threads > 0) octo::set_num_threads(opts.threads);
-    if (opts.width == 0) opts.width = 1;
-    if (opts.lr == 0) opts.lr = opts.model == "cnn" ? 0.1 : 0.05;
+    if (opts.width == 0) opts.width = 2;  // 12 and 32 channels: >= 90% on Fashion-MNIST in 3 epochs
+    if (opts.lr == 0) opts.lr = opts.model == "cnn" ? 0.2 : 0.05;
     octo::manual_seed(opts.seed);
 
     octo::data::MNIST train_full(opts.data, true), test_full(opts.data, false);
@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
 
     examples::TrainSetup setup{.name = "mnist-" + opts.model, .model = model,
                                .devices = devices, .optimizer = &opt, .scheduler = &sched,
-                               .train_loader = &train_loader, .test_loader = &test_loader};
+                               .train_loader = &train_loader, .test_loader = &test_loader,
+                               .loss_options = {}};
     return examples::train(opts, setup);
   });
 }
