@@ -1,4 +1,5 @@
-// The CUDA backend object, and the primitives that are not implemented on the GPU yet.
+// The CUDA backend object, and the primitives that are not implemented on the GPU yet
+// (conv2d, pooling and batch norm: they are meant for cuDNN).
 #include "core/error.h"
 #include "kernels/cuda/cuda_backend.h"
 
@@ -15,26 +16,6 @@ namespace {
 }
 }  // namespace
 
-void CudaBackend::unary(UnaryOp, const TensorArg&, const TensorArg&, Scalar, Scalar) {
-  not_yet("unary");
-}
-void CudaBackend::binary(BinaryOp, const TensorArg&, const TensorArg&, const TensorArg&, Scalar) {
-  not_yet("binary");
-}
-void CudaBackend::where(const TensorArg&, const TensorArg&, const TensorArg&, const TensorArg&) {
-  not_yet("where");
-}
-void CudaBackend::reduce(ReduceOp, const TensorArg&, const TensorArg&, Scalar) {
-  not_yet("reduce");
-}
-void CudaBackend::bmm(const TensorArg&, const TensorArg&, const TensorArg&, double, double) {
-  not_yet("bmm");
-}
-void CudaBackend::softmax(const TensorArg&, const TensorArg&, int, bool) { not_yet("softmax"); }
-void CudaBackend::softmax_backward(const TensorArg&, const TensorArg&, const TensorArg&, int,
-                                   bool) {
-  not_yet("softmax_backward");
-}
 void CudaBackend::conv2d_forward(const TensorArg&, const TensorArg&, const TensorArg&,
                                  const TensorArg&, const Conv2dParams&) {
   not_yet("conv2d_forward");
@@ -71,23 +52,4 @@ void CudaBackend::batch_norm_backward(const TensorArg&, const TensorArg&, const 
                                       const TensorArg&, const TensorArg&) {
   not_yet("batch_norm_backward");
 }
-void CudaBackend::index_select(const TensorArg&, const TensorArg&, int, const TensorArg&) {
-  not_yet("index_select");
-}
-void CudaBackend::index_add(const TensorArg&, int, const TensorArg&, const TensorArg&) {
-  not_yet("index_add");
-}
-void CudaBackend::gather(const TensorArg&, const TensorArg&, int, const TensorArg&) {
-  not_yet("gather");
-}
-void CudaBackend::scatter_add(const TensorArg&, int, const TensorArg&, const TensorArg&) {
-  not_yet("scatter_add");
-}
-void CudaBackend::uniform(const TensorArg&, double, double, GeneratorState) { not_yet("uniform"); }
-void CudaBackend::normal(const TensorArg&, double, double, GeneratorState) { not_yet("normal"); }
-void CudaBackend::bernoulli(const TensorArg&, double, GeneratorState) { not_yet("bernoulli"); }
-void CudaBackend::randint(const TensorArg&, int64_t, int64_t, GeneratorState) {
-  not_yet("randint");
-}
-
 }  // namespace octo::kernels

@@ -11,19 +11,23 @@ class CudaBackend final : public Backend {
   // memory.cu (fill, same-device copies) and copy.cpp (host <-> device and peer copies)
   void fill(const TensorArg& out, Scalar value) override;
   void copy(const TensorArg& dst, const TensorArg& src) override;
-  // Everything below is not implemented yet (cuda_backend.cu): each throws NotImplementedError.
+  // elementwise.cu (float32, float64, int64, bool; where: any dtype)
   void unary(UnaryOp op, const TensorArg& out, const TensorArg& in, Scalar alpha,
              Scalar beta) override;
   void binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b,
               Scalar alpha) override;
   void where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
              const TensorArg& b) override;
+  // reduce.cu
   void reduce(ReduceOp op, const TensorArg& out, const TensorArg& in, Scalar alpha) override;
+  // linalg.cpp (cuBLAS; float32, float64)
   void bmm(const TensorArg& out, const TensorArg& a, const TensorArg& b, double alpha,
            double beta) override;
+  // softmax.cu
   void softmax(const TensorArg& out, const TensorArg& in, int dim, bool log) override;
   void softmax_backward(const TensorArg& grad_in, const TensorArg& grad_out, const TensorArg& out,
                         int dim, bool log) override;
+  // Not implemented yet (cuda_backend.cu; meant for cuDNN): each throws NotImplementedError.
   void conv2d_forward(const TensorArg& out, const TensorArg& input, const TensorArg& weight,
                       const TensorArg& bias, const Conv2dParams& p) override;
   void conv2d_backward_input(const TensorArg& grad_input, const TensorArg& grad_out,
@@ -47,6 +51,7 @@ class CudaBackend final : public Backend {
                            const TensorArg& grad_bias, const TensorArg& grad_out,
                            const TensorArg& input, const TensorArg& weight,
                            const TensorArg& save_mean, const TensorArg& save_invstd) override;
+  // index.cu (indices bounds-checked on the device; one stream synchronisation per call)
   void index_select(const TensorArg& out, const TensorArg& in, int dim,
                     const TensorArg& index) override;
   void index_add(const TensorArg& out, int dim, const TensorArg& index,
@@ -54,6 +59,7 @@ class CudaBackend final : public Backend {
   void gather(const TensorArg& out, const TensorArg& in, int dim, const TensorArg& index) override;
   void scatter_add(const TensorArg& out, int dim, const TensorArg& index,
                    const TensorArg& src) override;
+  // random.cu (the CPU backend's Philox transforms: same numbers for the same state)
   void uniform(const TensorArg& out, double low, double high, GeneratorState state) override;
   void normal(const TensorArg& out, double mean, double std, GeneratorState state) override;
   void bernoulli(const TensorArg& out, double p, GeneratorState state) override;
