@@ -1,4 +1,5 @@
-// The backward engine: dependency counting, then nodes in reverse tape order, one worker per device.
+// The backward engine: dependency counting, then nodes in reverse tape order, one worker per
+// device.
 //
 // Note [Engine order]: a node runs once every node that feeds it a gradient has run (its
 // dependency count reaches zero). Among a device's ready nodes the one with the highest
@@ -122,7 +123,8 @@ void propagate(GraphTask& task, const std::shared_ptr<Node>& node, const TensorL
   for (size_t i = 0; i < edges.size(); ++i) {
     const Edge& e = edges[i];
     if (!e.valid()) continue;
-    if (i < outputs.size() && outputs[i].defined()) task.add_to_buffer(e.node, e.input_nr, outputs[i]);
+    if (i < outputs.size() && outputs[i].defined())
+      task.add_to_buffer(e.node, e.input_nr, outputs[i]);
     if (--task.dependencies[e.node.get()] == 0) task.ready[e.node->device()].push(e.node);
   }
   --task.remaining;
@@ -184,8 +186,10 @@ void run_threaded(GraphTask& task, const std::set<Device>& devices) {
 }
 
 Tensor default_root_grad(const Tensor& root) {
-  OCTO_CHECK(root.numel() == 1, "grad can be implicitly created only for scalar outputs; this "
-             "output has shape ", root.sizes(), ". Pass a gradient of that shape to backward().");
+  OCTO_CHECK(root.numel() == 1,
+             "grad can be implicitly created only for scalar outputs; this "
+             "output has shape ",
+             root.sizes(), ". Pass a gradient of that shape to backward().");
   return ones_like(root);
 }
 
@@ -197,11 +201,13 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     OCTO_CHECK_VALUE(r.defined(), "backward: output ", i, " is an undefined tensor");
-    OCTO_CHECK(r.requires_grad(), "element ", i, " of the outputs does not require grad and does "
-               "not have a grad_fn: nothing was recorded for it (was it computed under NoGradGuard, "
-               "or from tensors that do not require grad?)");
-    Tensor g = (grad_roots.empty() || !grad_roots[i].defined()) ? default_root_grad(r)
-                                                                 : grad_roots[i];
+    OCTO_CHECK(
+        r.requires_grad(), "element ", i,
+        " of the outputs does not require grad and does "
+        "not have a grad_fn: nothing was recorded for it (was it computed under NoGradGuard, "
+        "or from tensors that do not require grad?)");
+    Tensor g =
+        (grad_roots.empty() || !grad_roots[i].defined()) ? default_root_grad(r) : grad_roots[i];
     OCTO_CHECK_VALUE(g.sizes() == r.sizes(), "backward: gradient of shape ", g.sizes(),
                      " for an output of shape ", r.sizes());
     detail::check_same_device({&r, &g});
@@ -219,7 +225,8 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
   }
   std::unordered_set<Node*> queued;
   for (const auto& n : root_nodes) {
-    if (task.dependencies[n.get()] == 0 && queued.insert(n.get()).second) task.ready[n->device()].push(n);
+    if (task.dependencies[n.get()] == 0 && queued.insert(n.get()).second)
+      task.ready[n->device()].push(n);
   }
   if (devices.size() <= 1) {
     NoGradGuard no_grad;  // backward formulas are not themselves recorded (no create_graph)

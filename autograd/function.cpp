@@ -27,8 +27,8 @@ TensorList record_multi(const char* name, TensorList outs, const TensorList& inp
   saved_tensors.reserve(saved.size());
   for (const Tensor& s : saved) saved_tensors.emplace_back(s);
   Device device = outs.empty() ? inputs.front().device() : outs.front().device();
-  auto node = std::make_shared<FunctionNode>(name, device, std::move(saved_tensors),
-                                             std::move(backward));
+  auto node =
+      std::make_shared<FunctionNode>(name, device, std::move(saved_tensors), std::move(backward));
   for (const Tensor& in : inputs) node->add_next_edge(gradient_edge(in));
   node->set_num_inputs(static_cast<int>(outs.size()));
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -53,7 +53,8 @@ Tensor record(const char* name, Tensor out, const TensorList& inputs, const Tens
 
 void check_inplace(const Tensor& self) {
   if (!GradMode::is_enabled()) return;
-  OCTO_CHECK(!(self.is_leaf() && self.requires_grad()), "a leaf Variable that requires grad is "
+  OCTO_CHECK(!(self.is_leaf() && self.requires_grad()),
+             "a leaf Variable that requires grad is "
              "being used in an in-place operation; do it under NoGradGuard, or on a clone()");
 }
 
@@ -68,12 +69,14 @@ void record_inplace(const char* name, const Tensor& self, const TensorList& othe
   std::vector<SavedTensor> saved_tensors(saved.size());
   if (record) {
     for (size_t i = 0; i < saved.size(); ++i)
-      if (!saved[i].defined() || saved[i].impl_ptr() != self.impl_ptr()) saved_tensors[i] = SavedTensor(saved[i]);
+      if (!saved[i].defined() || saved[i].impl_ptr() != self.impl_ptr())
+        saved_tensors[i] = SavedTensor(saved[i]);
   }
   self.bump_version();
   if (!record) return;
   for (size_t i = 0; i < saved.size(); ++i)
-    if (saved[i].defined() && saved[i].impl_ptr() == self.impl_ptr()) saved_tensors[i] = SavedTensor(saved[i]);
+    if (saved[i].defined() && saved[i].impl_ptr() == self.impl_ptr())
+      saved_tensors[i] = SavedTensor(saved[i]);
   // Edges are taken from self's history before it is replaced.
   auto node = std::make_shared<FunctionNode>(name, self.device(), std::move(saved_tensors),
                                              std::move(backward));

@@ -25,7 +25,8 @@ bool needs_grad(const TensorList& inputs);
 ///     return record("MulBackward", out, {a, b}, {a, b},
 ///                   [](const TensorList& g, const TensorList& s) -> TensorList {
 ///                     // sum_to undoes broadcasting: each gradient gets its input's shape
-///                     return {sum_to(g[0] * s[1], s[0].sizes()), sum_to(g[0] * s[0], s[1].sizes())};
+///                     return {sum_to(g[0] * s[1], s[0].sizes()), sum_to(g[0] * s[0],
+///                     s[1].sizes())};
 ///                   });
 ///   }
 Tensor record(const char* name, Tensor out, const TensorList& inputs, const TensorList& saved,
@@ -41,9 +42,10 @@ TensorList record_multi(const char* name, TensorList outs, const TensorList& inp
 void check_inplace(const Tensor& self);
 
 /// Records an in-place op `self = op(self, others...)` that already ran: the new node's first
-/// edge is self's previous history, so backward(grads, saved) returns {d/d old self, d/d others...}.
-/// Bumps self's version counter (Note [Version counter]) whether or not anything is recorded.
-/// `saved` may hold self (saved after the bump: the op's output) and other inputs (saved before).
+/// edge is self's previous history, so backward(grads, saved) returns {d/d old self, d/d
+/// others...}. Bumps self's version counter (Note [Version counter]) whether or not anything is
+/// recorded. `saved` may hold self (saved after the bump: the op's output) and other inputs (saved
+/// before).
 void record_inplace(const char* name, const Tensor& self, const TensorList& others,
                     const TensorList& saved, FunctionNode::BackwardFn backward);
 

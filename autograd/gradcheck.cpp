@@ -52,7 +52,8 @@ bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorL
     Tensor seed = zeros(out.sizes(), out.options());
     *element(seed, j) = 1.0;
     TensorList g;
-    if (out.requires_grad()) g = grad({out}, wrt, {seed}, /*retain_graph=*/true, /*allow_unused=*/true);
+    if (out.requires_grad())
+      g = grad({out}, wrt, {seed}, /*retain_graph=*/true, /*allow_unused=*/true);
     for (size_t c = 0; c < checked.size(); ++c) {
       const Tensor& x = inputs[checked[c]];
       analytic[c].push_back(c < g.size() && g[c].defined()
@@ -78,8 +79,8 @@ bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorL
         double a = analytic[c][static_cast<size_t>(j)][static_cast<size_t>(k)];
         if (!(std::fabs(a - numeric) <= atol + rtol * std::fabs(numeric))) {
           if (!raise) return false;
-          OCTO_THROW(Error, "gradcheck: Jacobian mismatch for input ", checked[c],
-                     " (shape ", x.sizes(), "), input element ", k, ", output element ", j,
+          OCTO_THROW(Error, "gradcheck: Jacobian mismatch for input ", checked[c], " (shape ",
+                     x.sizes(), "), input element ", k, ", output element ", j,
                      ":\n  numerical: ", numeric, "\n  analytical: ", a, "\n  (atol ", atol,
                      ", rtol ", rtol, ")");
         }

@@ -1,4 +1,5 @@
-// to_dot: the recorded graph that backward would walk, as Graphviz DOT (for teaching and debugging).
+// to_dot: the recorded graph that backward would walk, as Graphviz DOT (for teaching and
+// debugging).
 #pragma once
 
 #include <string>

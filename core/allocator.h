@@ -18,8 +18,8 @@ struct MemoryStats {
   int64_t allocated_bytes = 0;  // in live tensors' storages
   int64_t reserved_bytes = 0;   // held from the system (>= allocated for caching allocators)
   int64_t peak_allocated_bytes = 0;
-  int64_t allocations = 0;      // live allocations
-  int64_t total_allocations = 0;  // ever made (a caching allocator's cache hits count here too)
+  int64_t allocations = 0;         // live allocations
+  int64_t total_allocations = 0;   // ever made (a caching allocator's cache hits count here too)
   int64_t system_allocations = 0;  // calls to the system allocator (malloc / cudaMalloc)
 };
 

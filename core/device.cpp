@@ -26,8 +26,10 @@ Device::Device(std::string_view spec) : type_(DeviceType::CPU), index_(0) {
   std::string_view digits = spec.substr(colon + 1);
   int idx = -1;
   auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), idx);
-  OCTO_CHECK_T(ValueError, !digits.empty() && ec == std::errc() && ptr == digits.data() + digits.size() && idx >= 0,
-               "Invalid device index in '", spec, "': expected a non-negative integer after ':'");
+  OCTO_CHECK_T(
+      ValueError,
+      !digits.empty() && ec == std::errc() && ptr == digits.data() + digits.size() && idx >= 0,
+      "Invalid device index in '", spec, "': expected a non-negative integer after ':'");
   index_ = idx;
 }
 

@@ -22,7 +22,7 @@ class Device {
   constexpr Device(DeviceType type = DeviceType::CPU, int index = 0) : type_(type), index_(index) {}
   /// Parses "cpu", "cpu:N", "cuda", "cuda:N"; throws ValueError on anything else.
   Device(std::string_view spec);  // NOLINT(google-explicit-constructor): "cpu:1" reads naturally
-  Device(const char* spec) : Device(std::string_view(spec)) {}  // NOLINT
+  Device(const char* spec) : Device(std::string_view(spec)) {}         // NOLINT
   Device(const std::string& spec) : Device(std::string_view(spec)) {}  // NOLINT
 
   DeviceType type() const { return type_; }

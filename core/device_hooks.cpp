@@ -19,7 +19,8 @@ int current_device_index(DeviceType type) { return tls_current[static_cast<int>(
 void check_device_available(Device device) {
   if (device.is_cpu()) return;
   OCTO_CHECK_DEVICE(cuda_hooks().is_built(), "octo was built without CUDA support, so device ",
-                    device, " cannot be used; rebuild with -Dcuda=enabled on a machine with the "
+                    device,
+                    " cannot be used; rebuild with -Dcuda=enabled on a machine with the "
                     "CUDA toolkit, or use a cpu device");
   int n = cuda_hooks().device_count();
   OCTO_CHECK_DEVICE(device.index() < n, "device ", device, " was requested but ",

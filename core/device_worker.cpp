@@ -124,7 +124,8 @@ void run_on_devices(const std::vector<Device>& devices, const std::function<void
     }
   }
   if (errors.empty()) return;
-  std::sort(errors.begin(), errors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(errors.begin(), errors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::ostringstream msg;
   bool first = true;
   for (auto& [i, e] : errors) {

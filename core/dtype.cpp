@@ -26,14 +26,22 @@ const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 // Rank for promotion: bool < uint8 < int32 < int64 < float16/bfloat16 < float32 < float64.
 int rank(DType t) {
   switch (t) {
-    case kBool: return 0;
-    case kUInt8: return 1;
-    case kInt32: return 2;
-    case kInt64: return 3;
-    case kFloat16: return 4;
-    case kBFloat16: return 4;
-    case kFloat32: return 5;
-    case kFloat64: return 6;
+    case kBool:
+      return 0;
+    case kUInt8:
+      return 1;
+    case kInt32:
+      return 2;
+    case kInt64:
+      return 3;
+    case kFloat16:
+      return 4;
+    case kBFloat16:
+      return 4;
+    case kFloat32:
+      return 5;
+    case kFloat64:
+      return 6;
   }
   return 0;
 }

@@ -41,9 +41,9 @@ DType promote_types(DType a, DType b);
 
 template <typename T>
 struct CppToDType;
-#define OCTO_CPP_TO_DTYPE(T, D) \
-  template <>                   \
-  struct CppToDType<T> {        \
+#define OCTO_CPP_TO_DTYPE(T, D)       \
+  template <>                         \
+  struct CppToDType<T> {              \
     static constexpr DType value = D; \
   };
 OCTO_CPP_TO_DTYPE(float, kFloat32)
@@ -72,40 +72,40 @@ inline constexpr DType dtype_of = CppToDType<T>::value;
   default:                                      \
     OCTO_THROW(::octo::ValueError, name, ": unsupported dtype ", dtype);
 
-#define OCTO_DISPATCH_FLOATING(dtype, name, ...)                     \
-  [&] {                                                              \
-    switch (dtype) {                                                 \
+#define OCTO_DISPATCH_FLOATING(dtype, name, ...)                       \
+  [&] {                                                                \
+    switch (dtype) {                                                   \
       OCTO_DISPATCH_CASE_(::octo::DType::Float32, float, __VA_ARGS__)  \
       OCTO_DISPATCH_CASE_(::octo::DType::Float64, double, __VA_ARGS__) \
-      OCTO_DISPATCH_UNSUPPORTED_(dtype, name)                        \
-    }                                                                \
+      OCTO_DISPATCH_UNSUPPORTED_(dtype, name)                          \
+    }                                                                  \
   }()
 
 #define OCTO_DISPATCH_ALL(dtype, name, ...)                            \
   [&] {                                                                \
     switch (dtype) {                                                   \
-      OCTO_DISPATCH_CASE_(::octo::DType::Float32, float, __VA_ARGS__)    \
-      OCTO_DISPATCH_CASE_(::octo::DType::Float64, double, __VA_ARGS__)   \
-      OCTO_DISPATCH_CASE_(::octo::DType::Int64, int64_t, __VA_ARGS__)    \
-      OCTO_DISPATCH_CASE_(::octo::DType::Int32, int32_t, __VA_ARGS__)    \
-      OCTO_DISPATCH_CASE_(::octo::DType::UInt8, uint8_t, __VA_ARGS__)    \
-      OCTO_DISPATCH_CASE_(::octo::DType::Bool, bool, __VA_ARGS__)        \
+      OCTO_DISPATCH_CASE_(::octo::DType::Float32, float, __VA_ARGS__)  \
+      OCTO_DISPATCH_CASE_(::octo::DType::Float64, double, __VA_ARGS__) \
+      OCTO_DISPATCH_CASE_(::octo::DType::Int64, int64_t, __VA_ARGS__)  \
+      OCTO_DISPATCH_CASE_(::octo::DType::Int32, int32_t, __VA_ARGS__)  \
+      OCTO_DISPATCH_CASE_(::octo::DType::UInt8, uint8_t, __VA_ARGS__)  \
+      OCTO_DISPATCH_CASE_(::octo::DType::Bool, bool, __VA_ARGS__)      \
       OCTO_DISPATCH_UNSUPPORTED_(dtype, name)                          \
     }                                                                  \
   }()
 
 // Every dtype including the 16-bit storage types (for copies and conversions).
-#define OCTO_DISPATCH_ALL_AND_HALF(dtype, name, ...)                      \
-  [&] {                                                                   \
-    switch (dtype) {                                                      \
-      OCTO_DISPATCH_CASE_(::octo::DType::Float32, float, __VA_ARGS__)       \
-      OCTO_DISPATCH_CASE_(::octo::DType::Float64, double, __VA_ARGS__)      \
-      OCTO_DISPATCH_CASE_(::octo::DType::Int64, int64_t, __VA_ARGS__)       \
-      OCTO_DISPATCH_CASE_(::octo::DType::Int32, int32_t, __VA_ARGS__)       \
-      OCTO_DISPATCH_CASE_(::octo::DType::UInt8, uint8_t, __VA_ARGS__)       \
-      OCTO_DISPATCH_CASE_(::octo::DType::Bool, bool, __VA_ARGS__)           \
+#define OCTO_DISPATCH_ALL_AND_HALF(dtype, name, ...)                              \
+  [&] {                                                                           \
+    switch (dtype) {                                                              \
+      OCTO_DISPATCH_CASE_(::octo::DType::Float32, float, __VA_ARGS__)             \
+      OCTO_DISPATCH_CASE_(::octo::DType::Float64, double, __VA_ARGS__)            \
+      OCTO_DISPATCH_CASE_(::octo::DType::Int64, int64_t, __VA_ARGS__)             \
+      OCTO_DISPATCH_CASE_(::octo::DType::Int32, int32_t, __VA_ARGS__)             \
+      OCTO_DISPATCH_CASE_(::octo::DType::UInt8, uint8_t, __VA_ARGS__)             \
+      OCTO_DISPATCH_CASE_(::octo::DType::Bool, bool, __VA_ARGS__)                 \
       OCTO_DISPATCH_CASE_(::octo::DType::BFloat16, ::octo::BFloat16, __VA_ARGS__) \
       OCTO_DISPATCH_CASE_(::octo::DType::Float16, ::octo::Float16, __VA_ARGS__)   \
-      OCTO_DISPATCH_UNSUPPORTED_(dtype, name)                             \
-    }                                                                     \
+      OCTO_DISPATCH_UNSUPPORTED_(dtype, name)                                     \
+    }                                                                             \
   }()

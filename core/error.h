@@ -90,11 +90,11 @@ template <typename E, typename... Args>
 
 // OCTO_CHECK(cond, "shapes ", a, " and ", b, " cannot be multiplied") throws octo::Error whose
 // message is built from the arguments -- only when cond is false, so checks cost one branch.
-#define OCTO_CHECK_T(ErrorType, cond, ...)                                                   \
-  do {                                                                                       \
-    if (OCTO_UNLIKELY(!(cond))) {                                                            \
-      ::octo::detail::throw_error<ErrorType>(__FILE__, __LINE__, __VA_ARGS__);               \
-    }                                                                                        \
+#define OCTO_CHECK_T(ErrorType, cond, ...)                                     \
+  do {                                                                         \
+    if (OCTO_UNLIKELY(!(cond))) {                                              \
+      ::octo::detail::throw_error<ErrorType>(__FILE__, __LINE__, __VA_ARGS__); \
+    }                                                                          \
   } while (0)
 
 #define OCTO_CHECK(cond, ...) OCTO_CHECK_T(::octo::Error, cond, __VA_ARGS__)
@@ -102,9 +102,11 @@ template <typename E, typename... Args>
 #define OCTO_CHECK_INDEX(cond, ...) OCTO_CHECK_T(::octo::IndexError, cond, __VA_ARGS__)
 #define OCTO_CHECK_DEVICE(cond, ...) OCTO_CHECK_T(::octo::DeviceError, cond, __VA_ARGS__)
 #define OCTO_CHECK_IO(cond, ...) OCTO_CHECK_T(::octo::IOError, cond, __VA_ARGS__)
-#define OCTO_THROW(ErrorType, ...) ::octo::detail::throw_error<ErrorType>(__FILE__, __LINE__, __VA_ARGS__)
+#define OCTO_THROW(ErrorType, ...) \
+  ::octo::detail::throw_error<ErrorType>(__FILE__, __LINE__, __VA_ARGS__)
 
 // For octo's own invariants: a failure is a bug in octo, not in the caller's code.
-#define OCTO_INTERNAL_ASSERT(cond, ...)                                                      \
-  OCTO_CHECK_T(::octo::Error, cond, "internal assert failed: " #cond                         \
-               ". This is a bug in octo; please report it. ", ##__VA_ARGS__)
+#define OCTO_INTERNAL_ASSERT(cond, ...)                                                        \
+  OCTO_CHECK_T(::octo::Error, cond,                                                            \
+               "internal assert failed: " #cond ". This is a bug in octo; please report it. ", \
+               ##__VA_ARGS__)

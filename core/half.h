@@ -1,4 +1,5 @@
-// Float16 and BFloat16 storage types: 16-bit values with float conversions usable on host and device.
+// Float16 and BFloat16 storage types: 16-bit values with float conversions usable on host and
+// device.
 #pragma once
 
 #include <cstdint>

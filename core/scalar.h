@@ -15,7 +15,8 @@ class Scalar {
  public:
   Scalar() = default;
   template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
-  Scalar(T v) : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), is_int_(false) {}  // NOLINT
+  Scalar(T v)
+      : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), is_int_(false) {}  // NOLINT
   template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
   Scalar(T v) : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), is_int_(true) {}  // NOLINT
 

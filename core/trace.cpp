@@ -30,8 +30,8 @@ struct Tracer {
   static constexpr size_t kMaxSpans = 1'000'000;  // a bound on memory for long runs
 
   int64_t now_us() const {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::steady_clock::now() - origin)
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                 origin)
         .count();
   }
 };
@@ -60,14 +60,19 @@ void write_json(const std::string& path, const std::vector<Span>& spans) {
   std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
   bool first = true;
   for (const auto& [d, id] : rows) {
-    std::fprintf(f, "%s{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"name\": \"thread_name\", "
-                 "\"args\": {\"name\": \"%s\"}}", first ? "" : ",\n", id, d.str().c_str());
-    std::fprintf(f, ",\n{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"name\": \"thread_sort_index\", "
-                 "\"args\": {\"sort_index\": %d}}", id, id);
+    std::fprintf(f,
+                 "%s{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"name\": \"thread_name\", "
+                 "\"args\": {\"name\": \"%s\"}}",
+                 first ? "" : ",\n", id, d.str().c_str());
+    std::fprintf(f,
+                 ",\n{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"name\": \"thread_sort_index\", "
+                 "\"args\": {\"sort_index\": %d}}",
+                 id, id);
     first = false;
   }
   for (const Span& s : spans) {
-    std::fprintf(f, "%s{\"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"name\": \"%s\", \"ts\": %lld, "
+    std::fprintf(f,
+                 "%s{\"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"name\": \"%s\", \"ts\": %lld, "
                  "\"dur\": %lld, \"args\": {\"device\": \"%s\", \"bytes\": %lld}}",
                  first ? "" : ",\n", rows[s.device], s.name.c_str(),
                  static_cast<long long>(s.start_us),

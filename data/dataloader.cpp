@@ -41,7 +41,10 @@ std::vector<size_t> RandomSampler::indices(size_t n) const { return permutation(
 
 DistributedSampler::DistributedSampler(size_t num_replicas, size_t rank, bool shuffle,
                                        uint64_t seed, bool drop_last)
-    : num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+    : num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
       drop_last_(drop_last) {
   OCTO_CHECK_VALUE(num_replicas >= 1, "DistributedSampler: num_replicas must be >= 1, got ",
                    num_replicas);
@@ -50,7 +53,8 @@ DistributedSampler::DistributedSampler(size_t num_replicas, size_t rank, bool sh
 }
 
 std::vector<size_t> DistributedSampler::indices(size_t n) const {
-  std::vector<size_t> all = shuffle_ ? permutation(n, seed_, epoch_) : SequentialSampler().indices(n);
+  std::vector<size_t> all =
+      shuffle_ ? permutation(n, seed_, epoch_) : SequentialSampler().indices(n);
   size_t per_rank = drop_last_ ? n / num_replicas_ : (n + num_replicas_ - 1) / num_replicas_;
   size_t total = per_rank * num_replicas_;
   if (total > all.size()) {  // pad by repeating from the start
@@ -69,7 +73,8 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
   OCTO_CHECK_VALUE(dataset_ != nullptr, "DataLoader: dataset is null");
   OCTO_CHECK_VALUE(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
                    options_.batch_size);
-  OCTO_CHECK_VALUE(!(sampler_ && options_.shuffle), "DataLoader: sampler option is mutually "
+  OCTO_CHECK_VALUE(!(sampler_ && options_.shuffle),
+                   "DataLoader: sampler option is mutually "
                    "exclusive with shuffle");
   seed_ = options_.seed ? *options_.seed : default_generator().next_u64();
   if (!sampler_) {
@@ -125,8 +130,9 @@ void DataLoader::start_workers() {
           std::unique_lock<std::mutex> lock(mutex_);
           // Bounded prefetch: stay at most workers * prefetch_factor batches ahead.
           size_t ahead = options_.num_workers * std::max<size_t>(1, options_.prefetch_factor);
-          cv_.wait(lock, [&] { return stopping_ || next_to_make_ >= total ||
-                                      next_to_make_ < next_to_return_ + ahead; });
+          cv_.wait(lock, [&] {
+            return stopping_ || next_to_make_ >= total || next_to_make_ < next_to_return_ + ahead;
+          });
           if (stopping_ || next_to_make_ >= total) return;
           b = next_to_make_++;
         }

@@ -85,7 +85,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
     zs.avail_out = static_cast<uInt>(chunk.size());
     status = inflate(&zs, Z_NO_FLUSH);
     if (status != Z_OK && status != Z_STREAM_END) {
-      std::string why = zs.msg ? zs.msg : (status == Z_BUF_ERROR ? "unexpected end of data" : "error");
+      std::string why =
+          zs.msg ? zs.msg : (status == Z_BUF_ERROR ? "unexpected end of data" : "error");
       inflateEnd(&zs);
       OCTO_THROW(IOError, "'", path, "': bad gzip data (", why, ")");
     }
@@ -121,7 +122,8 @@ Tensor read_idx(const std::string& path) {
                 int(bytes[2]), std::dec, " (only unsigned bytes, 0x08, are supported)");
   int ndim = bytes[3];
   OCTO_CHECK_IO(ndim >= 1 && ndim <= 4, "'", path, "': bad magic number ",
-                big_endian_u32(bytes.data()), " (", ndim, " dimensions; expected 2049 for labels "
+                big_endian_u32(bytes.data()), " (", ndim,
+                " dimensions; expected 2049 for labels "
                 "or 2051 for images)");
   size_t header = 4 + 4 * static_cast<size_t>(ndim);
   OCTO_CHECK_IO(bytes.size() >= header, "'", path, "': truncated header (", bytes.size(),
@@ -132,8 +134,8 @@ Tensor read_idx(const std::string& path) {
     uint32_t n = big_endian_u32(bytes.data() + 4 + 4 * d);
     OCTO_CHECK_IO(n > 0 && n < (1u << 31), "'", path, "': dimension ", d, " is ", n);
     dims.push_back(static_cast<int64_t>(n));
-    OCTO_CHECK_IO(!__builtin_mul_overflow(count, uint64_t(n), &count), "'", path,
-                  "': dimensions ", dims, " overflow");
+    OCTO_CHECK_IO(!__builtin_mul_overflow(count, uint64_t(n), &count), "'", path, "': dimensions ",
+                  dims, " overflow");
   }
   uint64_t payload = bytes.size() - header;
   OCTO_CHECK_IO(payload == count, "'", path, "': ", payload < count ? "truncated" : "too long",
@@ -162,7 +164,8 @@ void write_idx(const std::string& path, const Tensor& data) {
     OCTO_CHECK_IO(n == static_cast<int>(bytes.size()), "cannot write '", path, "'");
   } else {
     std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     OCTO_CHECK_IO(out.good(), "cannot write '", path, "'");
   }
 }
@@ -174,10 +177,14 @@ std::tuple<Tensor, Tensor, std::string> load_mnist(const std::string& root, bool
   std::string labels_path = find_file(root, prefix + "-labels-idx1-ubyte");
   Tensor images = read_idx(images_path);
   Tensor labels = read_idx(labels_path);
-  OCTO_CHECK_IO(images.dim() == 3, "'", images_path, "': expected image data with 3 dimensions "
-                "[N, rows, cols] (magic 2051), got ", images.dim(), " dimensions");
-  OCTO_CHECK_IO(labels.dim() == 1, "'", labels_path, "': expected labels with 1 dimension [N] "
-                "(magic 2049), got ", labels.dim(), " dimensions");
+  OCTO_CHECK_IO(images.dim() == 3, "'", images_path,
+                "': expected image data with 3 dimensions "
+                "[N, rows, cols] (magic 2051), got ",
+                images.dim(), " dimensions");
+  OCTO_CHECK_IO(labels.dim() == 1, "'", labels_path,
+                "': expected labels with 1 dimension [N] "
+                "(magic 2049), got ",
+                labels.dim(), " dimensions");
   OCTO_CHECK_IO(images.size(0) == labels.size(0), "'", images_path, "' has ", images.size(0),
                 " images but '", labels_path, "' has ", labels.size(0), " labels");
   NoGradGuard no_grad;
@@ -192,10 +199,12 @@ MNIST::MNIST(std::tuple<Tensor, Tensor, std::string> loaded)
       images_path_(std::move(std::get<2>(loaded))) {}
 
 CIFAR10::CIFAR10(const std::string& root, bool train)
-    : TensorDataset(octo::zeros({0, 3, 32, 32}, {.dtype = kUInt8}), octo::zeros({0}, {.dtype = kInt64})) {
+    : TensorDataset(octo::zeros({0, 3, 32, 32}, {.dtype = kUInt8}),
+                    octo::zeros({0}, {.dtype = kInt64})) {
   std::vector<std::string> files;
   if (train) {
-    for (int i = 1; i <= 5; ++i) files.push_back(root + "/data_batch_" + std::to_string(i) + ".bin");
+    for (int i = 1; i <= 5; ++i)
+      files.push_back(root + "/data_batch_" + std::to_string(i) + ".bin");
   } else {
     files.push_back(root + "/test_batch.bin");
   }
@@ -204,7 +213,8 @@ CIFAR10::CIFAR10(const std::string& root, bool train)
   for (const std::string& f : files) {
     std::vector<uint8_t> bytes = read_file(f);
     OCTO_CHECK_IO(!bytes.empty() && bytes.size() % kRecordBytes == 0, "'", f, "': size ",
-                  bytes.size(), " is not a whole number of ", kRecordBytes, "-byte CIFAR-10 "
+                  bytes.size(), " is not a whole number of ", kRecordBytes,
+                  "-byte CIFAR-10 "
                   "records (1 label byte + 3072 pixel bytes); truncated or not CIFAR-10 binary");
     size_t n = bytes.size() / kRecordBytes;
     for (size_t r = 0; r < n; ++r) {

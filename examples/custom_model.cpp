@@ -46,9 +46,9 @@ int main(int argc, char** argv) {
   }
   std::printf("mse went from %.4f to %.4f in 50 steps\n", first, last);
 
-  std::string path = argc > 1 ? argv[1]
-                              : (std::filesystem::temp_directory_path() / "custom_model.safetensors")
-                                    .string();
+  std::string path =
+      argc > 1 ? argv[1]
+               : (std::filesystem::temp_directory_path() / "custom_model.safetensors").string();
   octo::save(*model, path);
   auto restored = std::make_shared<TwoLayerNet>(8, 32, 1);  // fresh random weights
   octo::load(*restored, path);

@@ -1,4 +1,5 @@
-// Backend: the primitive set every device type implements (CPU in kernels/cpu, CUDA in kernels/cuda).
+// Backend: the primitive set every device type implements (CPU in kernels/cpu, CUDA in
+// kernels/cuda).
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,8 @@ namespace octo {
 
 namespace {
 [[noreturn]] void no_cuda() {
-  OCTO_THROW(DeviceError, "octo was built without CUDA support; rebuild with -Dcuda=enabled on a "
+  OCTO_THROW(DeviceError,
+             "octo was built without CUDA support; rebuild with -Dcuda=enabled on a "
              "machine with the CUDA toolkit to use cuda devices");
 }
 

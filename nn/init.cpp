@@ -14,18 +14,25 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
   switch (nonlinearity) {
     case Nonlinearity::Linear:
     case Nonlinearity::Conv:
-    case Nonlinearity::Sigmoid: return 1.0;
-    case Nonlinearity::Tanh: return 5.0 / 3.0;
-    case Nonlinearity::ReLU: return std::sqrt(2.0);
-    case Nonlinearity::LeakyReLU: return std::sqrt(2.0 / (1.0 + param * param));
-    case Nonlinearity::SELU: return 3.0 / 4.0;
+    case Nonlinearity::Sigmoid:
+      return 1.0;
+    case Nonlinearity::Tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::ReLU:
+      return std::sqrt(2.0);
+    case Nonlinearity::LeakyReLU:
+      return std::sqrt(2.0 / (1.0 + param * param));
+    case Nonlinearity::SELU:
+      return 3.0 / 4.0;
   }
   return 1.0;
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
-  OCTO_CHECK_VALUE(t.dim() >= 2, "Fan in and fan out can not be computed for tensor with fewer "
-                   "than 2 dimensions, got shape ", t.sizes());
+  OCTO_CHECK_VALUE(t.dim() >= 2,
+                   "Fan in and fan out can not be computed for tensor with fewer "
+                   "than 2 dimensions, got shape ",
+                   t.sizes());
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
   return {t.size(1) * receptive, t.size(0) * receptive};

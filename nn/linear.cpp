@@ -31,8 +31,9 @@ void Linear::reset() {
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 std::string Linear::extra_repr() const {
-  return "in_features=" + std::to_string(in_features) + ", out_features=" +
-         std::to_string(out_features) + ", bias=" + (has_bias ? "True" : "False");
+  return "in_features=" + std::to_string(in_features) +
+         ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (has_bias ? "True" : "False");
 }
 
 std::string Flatten::extra_repr() const {

@@ -25,17 +25,20 @@ Tensor Module::forward(const Tensor&) {
 }
 
 Value Module::forward_values(const std::vector<Value>& inputs) {
-  OCTO_CHECK_VALUE(inputs.size() == 1 && inputs[0].is_tensor(), type_name_, ": forward takes one "
-                   "tensor; override forward_values() to accept ", inputs.size(), " inputs");
+  OCTO_CHECK_VALUE(inputs.size() == 1 && inputs[0].is_tensor(), type_name_,
+                   ": forward takes one "
+                   "tensor; override forward_values() to accept ",
+                   inputs.size(), " inputs");
   return forward(inputs[0].tensor());
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_name(name, "parameter");
-  OCTO_CHECK_VALUE(find_parameter(name) == nullptr && find_buffer(name) == nullptr,
-                   "attribute \"", name, "\" already registered in ", type_name_);
+  OCTO_CHECK_VALUE(find_parameter(name) == nullptr && find_buffer(name) == nullptr, "attribute \"",
+                   name, "\" already registered in ", type_name_);
   if (tensor.defined()) {
-    OCTO_CHECK_VALUE(tensor.is_leaf(), "register_parameter(\"", name, "\"): a parameter must be a "
+    OCTO_CHECK_VALUE(tensor.is_leaf(), "register_parameter(\"", name,
+                     "\"): a parameter must be a "
                      "leaf tensor; use detach() on computed values");
     tensor.requires_grad_(requires_grad);
   }
@@ -45,8 +48,8 @@ Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool 
 
 Tensor& Module::register_buffer(const std::string& name, Tensor tensor) {
   check_name(name, "buffer");
-  OCTO_CHECK_VALUE(find_parameter(name) == nullptr && find_buffer(name) == nullptr,
-                   "attribute \"", name, "\" already registered in ", type_name_);
+  OCTO_CHECK_VALUE(find_parameter(name) == nullptr && find_buffer(name) == nullptr, "attribute \"",
+                   name, "\" already registered in ", type_name_);
   buffers_.emplace_back(name, std::move(tensor));
   return buffers_.back().second;
 }
@@ -81,7 +84,8 @@ void Module::visit_named(const std::string& prefix, bool recurse, bool params, F
 
 NamedTensors Module::named_parameters(bool recurse) const {
   NamedTensors out;
-  visit_named("", recurse, true, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
+  visit_named("", recurse, true,
+              [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
   return out;
 }
 
@@ -93,7 +97,8 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 
 NamedTensors Module::named_buffers(bool recurse) const {
   NamedTensors out;
-  visit_named("", recurse, false, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
+  visit_named("", recurse, false,
+              [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
   return out;
 }
 
@@ -116,7 +121,8 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_child
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
   for (const auto& [n, child] : children_) {
-    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+    for (auto& [sub, m] : child->named_modules())
+      out.emplace_back(sub.empty() ? n : n + "." + sub, m);
   }
   return out;
 }
@@ -197,7 +203,7 @@ NamedTensors Module::state_dict() const {
   // file lists keys exactly as torch's state_dict() does for the same structure.
   NamedTensors out;
   std::function<void(const Module&, const std::string&)> visit = [&](const Module& m,
-                                                                    const std::string& prefix) {
+                                                                     const std::string& prefix) {
     for (const auto& [n, t] : m.parameters_)
       if (t.defined()) out.emplace_back(prefix + n, t);
     for (const auto& [n, t] : m.buffers_)
@@ -253,14 +259,15 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
 }
 
 std::shared_ptr<Module> Module::clone(std::optional<Device>) const {
-  OCTO_THROW(NotImplementedError, type_name_, " cannot be cloned (DataParallel replicates models "
-             "by cloning them): derive it from octo::nn::Cloneable<", type_name_, "> and create "
+  OCTO_THROW(NotImplementedError, type_name_,
+             " cannot be cloned (DataParallel replicates models "
+             "by cloning them): derive it from octo::nn::Cloneable<",
+             type_name_,
+             "> and create "
              "its layers in reset(), which the constructor calls. See docs/tutorial.md.");
 }
 
-void Module::reset() {
-  OCTO_THROW(NotImplementedError, type_name_, " does not implement reset()");
-}
+void Module::reset() { OCTO_THROW(NotImplementedError, type_name_, " does not implement reset()"); }
 
 void Module::clear_registrations() {
   parameters_.clear();

@@ -19,14 +19,14 @@ class Value {
  public:
   using List = std::vector<Value>;
   Value() = default;
-  Value(Tensor t) : v_(std::move(t)) {}  // NOLINT: a tensor is a Value
-  Value(double d) : v_(d) {}             // NOLINT
-  Value(int64_t i) : v_(i) {}            // NOLINT
+  Value(Tensor t) : v_(std::move(t)) {}          // NOLINT: a tensor is a Value
+  Value(double d) : v_(d) {}                     // NOLINT
+  Value(int64_t i) : v_(i) {}                    // NOLINT
   Value(int i) : v_(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(bool b) : v_(b) {}               // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}  // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}  // NOLINT
-  Value(List l) : v_(std::move(l)) {}    // NOLINT
+  Value(bool b) : v_(b) {}                       // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}     // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}   // NOLINT
+  Value(List l) : v_(std::move(l)) {}            // NOLINT
   static Value list(List items) { return Value(std::move(items)); }
 
   bool is_none() const { return std::holds_alternative<std::monostate>(v_); }

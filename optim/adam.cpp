@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
-#include "core/trace.h"
 #include "autograd/ops/elementwise.h"
+#include "core/trace.h"
 #include "tensor/factories.h"
 
 namespace octo::optim {

@@ -39,8 +39,8 @@ void load_rng_state_dict(const nn::NamedTensors& state) {
     OCTO_CHECK_IO(t.dtype() == kInt64 && t.numel() == 2, "checkpoint: rng entry '", name,
                   "' must hold two int64 values (seed, offset), got ", t.dtype(), " ", t.sizes());
     auto v = t.to_vector<int64_t>();
-    states.emplace_back(Device(name), GeneratorState{static_cast<uint64_t>(v[0]),
-                                                     static_cast<uint64_t>(v[1])});
+    states.emplace_back(Device(name),
+                        GeneratorState{static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])});
   }
   set_rng_states(states);
 }
@@ -75,8 +75,10 @@ void load_checkpoint(TrainingState& state, const std::string& path) {
   OCTO_CHECK_VALUE(state.model != nullptr, "load_checkpoint: TrainingState.model is null");
   SafetensorsFile file = load_safetensors(path);
   auto epoch = file.metadata.find(kEpochKey);
-  OCTO_CHECK_IO(epoch != file.metadata.end(), "'", path, "' is not an octo training checkpoint "
-                "(no ", kEpochKey, " in its metadata); use octo::load() for plain weights");
+  OCTO_CHECK_IO(epoch != file.metadata.end(), "'", path,
+                "' is not an octo training checkpoint "
+                "(no ",
+                kEpochKey, " in its metadata); use octo::load() for plain weights");
   state.model->load_state_dict(with_prefix(file.tensors, "model."));
   if (state.optimizer) state.optimizer->load_state_dict(with_prefix(file.tensors, "optimizer."));
   if (state.scheduler) state.scheduler->load_state_dict(with_prefix(file.tensors, "scheduler."));

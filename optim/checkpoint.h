@@ -23,9 +23,9 @@ void load(nn::Module& module, const std::string& path, bool strict = true);
 /// Everything needed to resume training exactly where it stopped.
 struct TrainingState {
   nn::Module* model = nullptr;
-  optim::Optimizer* optimizer = nullptr;   // optional
-  optim::LRScheduler* scheduler = nullptr; // optional
-  int64_t epoch = 0;                       // epochs completed
+  optim::Optimizer* optimizer = nullptr;        // optional
+  optim::LRScheduler* scheduler = nullptr;      // optional
+  int64_t epoch = 0;                            // epochs completed
   std::map<std::string, std::string> metadata;  // free-form (command line, accuracy, ...)
 };
 

@@ -2,8 +2,8 @@
 #include "optim/sgd.h"
 
 #include "autograd/grad_mode.h"
-#include "core/trace.h"
 #include "autograd/ops/elementwise.h"
+#include "core/trace.h"
 
 namespace octo::optim {
 

@@ -52,7 +52,8 @@ Step run(const std::shared_ptr<nn::Module>& model, nn::Module& runner, const Ten
 double EquivalenceReport::max_relative_diff() const {
   double worst = output_max_abs_diff;
   worst = std::max(worst, loss_abs_diff);
-  for (const auto& g : gradients) worst = std::max(worst, g.max_abs_diff / std::max(1.0, g.max_abs_grad));
+  for (const auto& g : gradients)
+    worst = std::max(worst, g.max_abs_diff / std::max(1.0, g.max_abs_grad));
   return worst;
 }
 

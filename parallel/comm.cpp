@@ -60,8 +60,10 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
         const Tensor& t = per_device[j];
         if (!t.defined()) continue;
         if (acc.defined()) {
-          OCTO_CHECK_VALUE(t.sizes() == acc.sizes(), "reduce_add: tensors must have the same "
-                           "shape, got ", acc.sizes(), " and ", t.sizes());
+          OCTO_CHECK_VALUE(t.sizes() == acc.sizes(),
+                           "reduce_add: tensors must have the same "
+                           "shape, got ",
+                           acc.sizes(), " and ", t.sizes());
         }
         Tensor here = t.to(destination);
         if (t.device() != destination) span.add_bytes(t.nbytes());

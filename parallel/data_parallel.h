@@ -39,7 +39,10 @@ class DataParallel : public nn::Module {
   Device output_device() const { return output_device_; }
   int64_t dim() const { return dim_; }
   /// Keep replicas between steps and refresh their values (default), or rebuild them each step.
-  void set_cache_replicas(bool cache) { cache_replicas_ = cache; replicas_.clear(); }
+  void set_cache_replicas(bool cache) {
+    cache_replicas_ = cache;
+    replicas_.clear();
+  }
 
   nn::NamedTensors state_dict() const override { return module_->state_dict(); }
   void load_state_dict(const nn::NamedTensors& state, bool strict = true) override {

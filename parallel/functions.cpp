@@ -2,10 +2,10 @@
 #include "parallel/functions.h"
 
 #include "autograd/function.h"
+#include "autograd/ops/indexing.h"
 #include "core/device_worker.h"
 #include "core/error.h"
 #include "core/trace.h"
-#include "autograd/ops/indexing.h"
 #include "parallel/comm.h"
 #include "tensor/autograd_meta.h"
 #include "tensor/factories.h"
@@ -29,7 +29,8 @@ autograd::FunctionNode::BackwardFn reduce_add_backward(size_t n_tensors, Device 
   };
 }
 
-void check_broadcast_inputs(const std::vector<Tensor>& tensors, const std::vector<Device>& devices) {
+void check_broadcast_inputs(const std::vector<Tensor>& tensors,
+                            const std::vector<Device>& devices) {
   OCTO_CHECK_VALUE(!devices.empty(), "Broadcast: expected at least one device");
   for (size_t j = 0; j < tensors.size(); ++j)
     OCTO_CHECK_DEVICE(tensors[j].device() == devices[0], "Broadcast: tensor ", j, " is on ",
@@ -110,19 +111,20 @@ Tensor Gather::apply(const std::vector<Tensor>& pieces, Device destination, int6
     sizes.push_back(p.size(d));
     devices.push_back(p.device());
   }
-  return autograd::record("Gather", out, pieces, {},
-                          [sizes, devices, d](const TensorList& g, const TensorList&) -> TensorList {
-                            // Runs inside the engine, possibly on a device worker: copy
-                            // inline (Note [Engine threads]: no hops to other workers).
-                            TensorList parts = split_with_sizes(g[0], sizes, d);
-                            TensorList out(parts.size());
-                            for (size_t i = 0; i < parts.size(); ++i) {
-                              TraceSpan span("scatter_grad", devices[i]);
-                              out[i] = parts[i].to(devices[i]);
-                              span.add_bytes(static_cast<int64_t>(parts[i].nbytes()));
-                            }
-                            return out;
-                          });
+  return autograd::record(
+      "Gather", out, pieces, {},
+      [sizes, devices, d](const TensorList& g, const TensorList&) -> TensorList {
+        // Runs inside the engine, possibly on a device worker: copy
+        // inline (Note [Engine threads]: no hops to other workers).
+        TensorList parts = split_with_sizes(g[0], sizes, d);
+        TensorList out(parts.size());
+        for (size_t i = 0; i < parts.size(); ++i) {
+          TraceSpan span("scatter_grad", devices[i]);
+          out[i] = parts[i].to(devices[i]);
+          span.add_bytes(static_cast<int64_t>(parts[i].nbytes()));
+        }
+        return out;
+      });
 }
 
 }  // namespace octo::parallel

@@ -40,8 +40,8 @@ void check_on_device(const nn::Module& module, Device device) {
 void refresh_replicas(const std::shared_ptr<nn::Module>& module,
                       const std::vector<std::shared_ptr<nn::Module>>& replicas,
                       const std::vector<Device>& devices, bool detach) {
-  OCTO_CHECK_VALUE(!devices.empty() && replicas.size() == devices.size(), "replicate: ",
-                   replicas.size(), " replicas for ", devices.size(), " devices");
+  OCTO_CHECK_VALUE(!devices.empty() && replicas.size() == devices.size(),
+                   "replicate: ", replicas.size(), " replicas for ", devices.size(), " devices");
   check_on_device(*module, devices[0]);
   const size_t n = devices.size();
   std::vector<Tensor> params = module->parameters();

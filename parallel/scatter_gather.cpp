@@ -24,7 +24,8 @@ std::vector<nn::Value> scatter_value(const nn::Value& v, const std::vector<Devic
   }
   if (v.is_list()) {
     std::vector<std::vector<nn::Value>> items;
-    for (const nn::Value& item : v.list()) items.push_back(scatter_value(item, devices, dim, pieces));
+    for (const nn::Value& item : v.list())
+      items.push_back(scatter_value(item, devices, dim, pieces));
     std::vector<nn::Value> out;
     for (size_t r = 0; r < devices.size(); ++r) {
       nn::Value::List l;
@@ -63,14 +64,16 @@ nn::Value gather(const std::vector<nn::Value>& outputs, Device destination, int6
   OCTO_CHECK_VALUE(!outputs.empty(), "gather: no outputs to gather");
   const nn::Value& first = outputs[0];
   for (size_t i = 1; i < outputs.size(); ++i)
-    OCTO_CHECK_VALUE(std::string(outputs[i].kind()) == first.kind(), "gather: replica 0 returned a ",
-                     first.kind(), " but replica ", i, " returned a ", outputs[i].kind());
+    OCTO_CHECK_VALUE(std::string(outputs[i].kind()) == first.kind(),
+                     "gather: replica 0 returned a ", first.kind(), " but replica ", i,
+                     " returned a ", outputs[i].kind());
   if (first.is_tensor()) {
     std::vector<Tensor> pieces;
     bool scalars = first.tensor().dim() == 0;
     for (const nn::Value& v : outputs) {
       const Tensor& t = v.tensor();
-      OCTO_CHECK_VALUE((t.dim() == 0) == scalars, "gather: replica outputs mix 0-dim and "
+      OCTO_CHECK_VALUE((t.dim() == 0) == scalars,
+                       "gather: replica outputs mix 0-dim and "
                        "non-0-dim tensors");
       pieces.push_back(scalars ? t.unsqueeze(0) : t);
     }

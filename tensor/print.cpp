@@ -66,7 +66,8 @@ struct Formatter {
   }
   std::string pad(double v) const {
     std::string s = fmt(v);
-    return std::string(static_cast<size_t>(std::max(0, width - static_cast<int>(s.size()))), ' ') + s;
+    return std::string(static_cast<size_t>(std::max(0, width - static_cast<int>(s.size()))), ' ') +
+           s;
   }
 };
 
@@ -74,7 +75,9 @@ void print_dim(std::ostream& os, const std::vector<double>& v, const Shape& size
                const Shape& strides, size_t dim, int64_t offset, const Formatter& f, int indent,
                bool summarize) {
   int64_t n = sizes[dim];
-  auto visible = [&](int64_t i) { return !summarize || n <= 2 * kEdgeItems || i < kEdgeItems || i >= n - kEdgeItems; };
+  auto visible = [&](int64_t i) {
+    return !summarize || n <= 2 * kEdgeItems || i < kEdgeItems || i >= n - kEdgeItems;
+  };
   os << '[';
   bool last_dim = dim + 1 == sizes.size();
   bool skipped = false;

@@ -11,13 +11,18 @@
 namespace octo {
 
 TensorImpl::TensorImpl(std::shared_ptr<Storage> s, Shape sz, Shape st, int64_t off, DType dt)
-    : storage(std::move(s)), sizes(std::move(sz)), strides(std::move(st)), offset(off),
-      dtype(dt), device(storage->device) {}
+    : storage(std::move(s)),
+      sizes(std::move(sz)),
+      strides(std::move(st)),
+      offset(off),
+      dtype(dt),
+      device(storage->device) {}
 
 TensorImpl::~TensorImpl() = default;
 
 TensorImpl& Tensor::impl() const {
-  OCTO_CHECK(impl_ != nullptr, "this tensor is undefined (default-constructed); create it with a "
+  OCTO_CHECK(impl_ != nullptr,
+             "this tensor is undefined (default-constructed); create it with a "
              "factory such as octo::zeros first");
   return *impl_;
 }
@@ -78,7 +83,8 @@ kernels::TensorArg Tensor::arg() const {
 
 template <typename T>
 T Tensor::item() const {
-  OCTO_CHECK_VALUE(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to a "
+  OCTO_CHECK_VALUE(numel() == 1, "a Tensor with ", numel(),
+                   " elements cannot be converted to a "
                    "scalar; item() needs exactly one element");
   return to_vector<T>()[0];
 }
@@ -97,8 +103,8 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(p, p + host.numel());
 }
 
-#define OCTO_INSTANTIATE_ITEM(T)             \
-  template T Tensor::item<T>() const;        \
+#define OCTO_INSTANTIATE_ITEM(T)      \
+  template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
 OCTO_INSTANTIATE_ITEM(float)
 OCTO_INSTANTIATE_ITEM(double)
@@ -138,14 +144,13 @@ int64_t shape_numel(const Shape& sizes) {
 }
 
 Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
-  for (int64_t s : sizes)
-    OCTO_CHECK_VALUE(s >= 0, "negative dimension in shape ", sizes);
+  for (int64_t s : sizes) OCTO_CHECK_VALUE(s >= 0, "negative dimension in shape ", sizes);
   check_device_available(device);
   int64_t n = shape_numel(sizes);
   size_t nbytes = static_cast<size_t>(n) * octo::itemsize(dtype);
   auto storage = std::make_shared<Storage>(allocator_for(device)->allocate(nbytes), nbytes, device);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
-                                             0, dtype));
+  return Tensor(
+      std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }
 
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
@@ -166,15 +171,18 @@ void set_data(const Tensor& t, const Tensor& data) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);  // a 0-d tensor accepts dim 0 and -1, like PyTorch
-  OCTO_CHECK_INDEX(dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [",
-                   -n, ", ", n - 1, "], but got ", dim, ")");
+  OCTO_CHECK_INDEX(dim >= -n && dim < n, op,
+                   ": dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+                   "], but got ", dim, ")");
   return dim < 0 ? dim + n : dim;
 }
 
 namespace {
 [[noreturn]] void throw_mismatch(Device a, Device b) {
-  OCTO_THROW(DeviceError, "Expected all tensors to be on the same device, but found at least two "
-             "devices, ", a, " and ", b, "!");
+  OCTO_THROW(DeviceError,
+             "Expected all tensors to be on the same device, but found at least two "
+             "devices, ",
+             a, " and ", b, "!");
 }
 }  // namespace
 

@@ -1,4 +1,5 @@
-// Tensor: a cheap shared handle over a TensorImpl, with views, conversions and autograd entry points.
+// Tensor: a cheap shared handle over a TensorImpl, with views, conversions and autograd entry
+// points.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Storage and TensorImpl: the bytes, and the (sizes, strides, offset, dtype, device) view over them.
+// Storage and TensorImpl: the bytes, and the (sizes, strides, offset, dtype, device) view over
+// them.
 #pragma once
 
 #include <atomic>
@@ -37,8 +38,8 @@ class TensorImpl {
 
   std::shared_ptr<Storage> storage;
   Shape sizes;
-  Shape strides;  // in elements
-  int64_t offset; // in elements
+  Shape strides;   // in elements
+  int64_t offset;  // in elements
   DType dtype;
   Device device;
   std::unique_ptr<AutogradMeta> autograd;  // null until autograd needs it

@@ -12,6 +12,7 @@ packages=(
   libcli11-dev                           # example command lines
   libopenmpi-dev openmpi-bin             # distributed bootstrap
   dataset-fashion-mnist                  # real data for the examples
+  clang-format                           # the code style (.clang-format), checked by CI
 )
 
 missing=()

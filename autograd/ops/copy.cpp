@@ -27,11 +27,10 @@ Tensor Tensor::to(Device device, DType dtype) const {
   if (!is_floating(dtype) || !is_floating(this->dtype())) return out;
   Device src_device = this->device();
   DType src_dtype = this->dtype();
-  return autograd::record("ToCopyBackward", out, {*this}, {},
-                          [src_device, src_dtype](const autograd::TensorList& g,
-                                                  const autograd::TensorList&) -> autograd::TensorList {
-                            return {g[0].to(src_device, src_dtype)};
-                          });
+  return autograd::record(
+      "ToCopyBackward", out, {*this}, {},
+      [src_device, src_dtype](const autograd::TensorList& g, const autograd::TensorList&)
+          -> autograd::TensorList { return {g[0].to(src_device, src_dtype)}; });
 }
 Tensor Tensor::to(Device device) const { return to(device, dtype()); }
 Tensor Tensor::to(DType dtype) const { return to(device(), dtype); }
@@ -39,9 +38,11 @@ Tensor Tensor::to(DType dtype) const { return to(device(), dtype); }
 Tensor Tensor::clone() const {
   Tensor out = detail::make_empty(sizes(), dtype(), device());
   detail::copy_raw(out, *this);
-  return autograd::record("CloneBackward", out, {*this}, {},
-                          [](const autograd::TensorList& g, const autograd::TensorList&)
-                              -> autograd::TensorList { return {g[0]}; });
+  return autograd::record(
+      "CloneBackward", out, {*this}, {},
+      [](const autograd::TensorList& g, const autograd::TensorList&) -> autograd::TensorList {
+        return {g[0]};
+      });
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
@@ -70,9 +71,11 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
 const Tensor& Tensor::fill_(Scalar value) const {
   autograd::check_inplace(*this);
   if (numel() > 0) kernels::backend(device()).fill(arg(), value);
-  autograd::record_inplace("FillBackward", *this, {}, {},
-                           [](const autograd::TensorList& g, const autograd::TensorList&)
-                               -> autograd::TensorList { return {Tensor()}; });
+  autograd::record_inplace(
+      "FillBackward", *this, {}, {},
+      [](const autograd::TensorList& g, const autograd::TensorList&) -> autograd::TensorList {
+        return {Tensor()};
+      });
   return *this;
 }
 

@@ -51,10 +51,12 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      OCTO_CHECK_VALUE(infer < 0, op, ": only one dimension can be inferred, got shape ", requested);
+      OCTO_CHECK_VALUE(infer < 0, op, ": only one dimension can be inferred, got shape ",
+                       requested);
       infer = static_cast<int64_t>(i);
     } else {
-      OCTO_CHECK_VALUE(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ", requested);
+      OCTO_CHECK_VALUE(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ",
+                       requested);
       known *= shape[i];
     }
   }
@@ -72,10 +74,11 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
 /// Records a view whose backward is `fn` (gradient of the view -> gradient of the base).
 Tensor record_view(const char* name, const Tensor& base, Tensor view,
                    std::function<Tensor(const Tensor&)> fn) {
-  return autograd::record(name, std::move(view), {base}, {},
-                          [fn = std::move(fn)](const TensorList& g, const TensorList&) -> TensorList {
-                            return {fn(g[0])};
-                          });
+  return autograd::record(
+      name, std::move(view), {base}, {},
+      [fn = std::move(fn)](const TensorList& g, const TensorList&) -> TensorList {
+        return {fn(g[0])};
+      });
 }
 
 }  // namespace
@@ -83,9 +86,11 @@ Tensor record_view(const char* name, const Tensor& base, Tensor view,
 Tensor Tensor::view(const Shape& shape) const {
   Shape target = infer_shape(shape, numel(), "view");
   auto st = view_strides(sizes(), strides(), target);
-  OCTO_CHECK_VALUE(st.has_value(), "view size is not compatible with input tensor's size and "
+  OCTO_CHECK_VALUE(st.has_value(),
+                   "view size is not compatible with input tensor's size and "
                    "stride (at least one dimension spans across two contiguous subspaces): cannot "
-                   "view ", sizes(), " with strides ", strides(), " as ", target,
+                   "view ",
+                   sizes(), " with strides ", strides(), " as ", target,
                    ". Use reshape() instead.");
   Shape original = sizes();
   return record_view("ViewBackward", *this, detail::make_view(*this, target, *st, storage_offset()),
@@ -101,7 +106,10 @@ Tensor Tensor::reshape(const Shape& shape) const {
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   d0 = detail::wrap_dim(d0, dim(), "transpose");
   d1 = detail::wrap_dim(d1, dim(), "transpose");
-  if (dim() == 0) return record_view("TransposeBackward", *this, detail::make_view(*this, sizes(), strides(), storage_offset()), [](const Tensor& g) { return g; });
+  if (dim() == 0)
+    return record_view("TransposeBackward", *this,
+                       detail::make_view(*this, sizes(), strides(), storage_offset()),
+                       [](const Tensor& g) { return g; });
   Shape sz = sizes(), st = strides();
   std::swap(sz[d0], sz[d1]);
   std::swap(st[d0], st[d1]);
@@ -116,9 +124,10 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
-  OCTO_CHECK_VALUE(static_cast<int64_t>(dims.size()) == dim(), "permute: number of dims don't "
-                   "match: the tensor has ", dim(), " dims but the permutation ", dims, " has ",
-                   dims.size());
+  OCTO_CHECK_VALUE(static_cast<int64_t>(dims.size()) == dim(),
+                   "permute: number of dims don't "
+                   "match: the tensor has ",
+                   dim(), " dims but the permutation ", dims, " has ", dims.size());
   Shape sz(dims.size()), st(dims.size()), inverse(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -186,15 +195,21 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
-  OCTO_CHECK_VALUE(static_cast<int64_t>(shape.size()) >= dim(), "expand: the number of sizes "
-                   "provided (", shape.size(), ") must be greater or equal to the number of "
-                   "dimensions in the tensor (", dim(), ")");
+  OCTO_CHECK_VALUE(static_cast<int64_t>(shape.size()) >= dim(),
+                   "expand: the number of sizes "
+                   "provided (",
+                   shape.size(),
+                   ") must be greater or equal to the number of "
+                   "dimensions in the tensor (",
+                   dim(), ")");
   size_t lead = shape.size() - static_cast<size_t>(dim());
   Shape sz(shape.size()), st(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) {
-      OCTO_CHECK_VALUE(shape[i] >= 0, "expand: -1 is not allowed in a leading, non-existing "
-                       "dimension; got ", shape);
+      OCTO_CHECK_VALUE(shape[i] >= 0,
+                       "expand: -1 is not allowed in a leading, non-existing "
+                       "dimension; got ",
+                       shape);
       sz[i] = shape[i];
       st[i] = 0;
       continue;

@@ -4,8 +4,8 @@
 //   build/examples/cifar10/cifar10 --data data/cifar-10-batches-bin --epochs 10 --width 32
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <octo/octo.h>
+#include <CLI/CLI.hpp>
 
 #include "common/cli.h"
 #include "common/train.h"
@@ -16,8 +16,8 @@ using octo::Tensor;
 // conv3x3 (no bias) - BatchNorm - ReLU, optionally followed by a 2x2 max-pool.
 static std::shared_ptr<nn::Sequential> conv_bn(int64_t in, int64_t out, bool pool = false) {
   auto seq = std::make_shared<nn::Sequential>();
-  seq->push_back(std::make_shared<nn::Conv2d>(in, out, 3,
-                                              nn::Conv2dOptions{.padding = 1, .bias = false}));
+  seq->push_back(
+      std::make_shared<nn::Conv2d>(in, out, 3, nn::Conv2dOptions{.padding = 1, .bias = false}));
   seq->push_back(std::make_shared<nn::BatchNorm2d>(out));
   seq->push_back(std::make_shared<nn::ReLU>());
   if (pool) seq->push_back(std::make_shared<nn::MaxPool2d>(2));
@@ -71,12 +71,16 @@ int main(int argc, char** argv) {
   opts.width = 16;
   double label_smoothing = 0.2, weight_decay = 5e-4;
   app.add_option("--model", opts.model, "resnet9 (the only one)")
-      ->check(CLI::IsMember({"resnet9"}))->capture_default_str();
-  app.add_option("--width", opts.width, "Channels of the first layer (64 in the original)")
-      ->check(CLI::Range(int64_t{1}, int64_t{512}))->capture_default_str();
-  app.add_option("--label-smoothing", label_smoothing)->check(CLI::Range(0.0, 1.0))
+      ->check(CLI::IsMember({"resnet9"}))
       ->capture_default_str();
-  app.add_option("--weight-decay", weight_decay)->check(CLI::NonNegativeNumber)
+  app.add_option("--width", opts.width, "Channels of the first layer (64 in the original)")
+      ->check(CLI::Range(int64_t{1}, int64_t{512}))
+      ->capture_default_str();
+  app.add_option("--label-smoothing", label_smoothing)
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", weight_decay)
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   examples::add_common_flags(app, opts);
   std::vector<octo::Device> devices;
@@ -106,23 +110,31 @@ int main(int argc, char** argv) {
       return b;
     };
     octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
-                                                    .shuffle = true, .num_workers = opts.workers,
-                                                    .seed = opts.seed, .transform = augment});
-    octo::data::DataLoader test_loader(test_set, {.batch_size = 500, .num_workers = opts.workers,
-                                                  .seed = opts.seed, .transform = plain});
+                                                    .shuffle = true,
+                                                    .num_workers = opts.workers,
+                                                    .seed = opts.seed,
+                                                    .transform = augment});
+    octo::data::DataLoader test_loader(
+        test_set,
+        {.batch_size = 500, .num_workers = opts.workers, .seed = opts.seed, .transform = plain});
 
     auto model = std::make_shared<ResNet9>(opts.width);
     model->to(devices[0]);
-    octo::optim::SGD opt(model->parameters(), {.lr = opts.lr, .momentum = 0.9,
-                                               .weight_decay = weight_decay, .nesterov = true});
+    octo::optim::SGD opt(
+        model->parameters(),
+        {.lr = opts.lr, .momentum = 0.9, .weight_decay = weight_decay, .nesterov = true});
     // At least 8 steps, so the warm-up phase is never empty on tiny test runs.
     int64_t steps = std::max<int64_t>(opts.epochs * int64_t(train_loader.size()), 8);
-    octo::optim::OneCycleLR sched(opt, opts.lr, steps,
-                                  {.pct_start = 0.25,
-                                   .anneal_strategy = octo::optim::AnnealStrategy::Linear});
-    examples::TrainSetup setup{.name = "cifar10-resnet9", .model = model, .devices = devices,
-                               .optimizer = &opt, .scheduler = &sched,
-                               .train_loader = &train_loader, .test_loader = &test_loader,
+    octo::optim::OneCycleLR sched(
+        opt, opts.lr, steps,
+        {.pct_start = 0.25, .anneal_strategy = octo::optim::AnnealStrategy::Linear});
+    examples::TrainSetup setup{.name = "cifar10-resnet9",
+                               .model = model,
+                               .devices = devices,
+                               .optimizer = &opt,
+                               .scheduler = &sched,
+                               .train_loader = &train_loader,
+                               .test_loader = &test_loader,
                                .loss_options = {.label_smoothing = label_smoothing}};
     return examples::train(opts, setup);
   });

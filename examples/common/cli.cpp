@@ -11,9 +11,11 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--devices", o.devices,
                  "Comma-separated devices for data parallelism, e.g. cpu:0,cpu:1");
   app.add_option("--epochs", o.epochs, "Epochs to train (in total, also when resuming)")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}))->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "Examples per batch")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--lr", o.lr, "Learning rate (peak learning rate for one-cycle schedules)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "Seed for initialisation, shuffling and augmentation")
@@ -28,7 +30,8 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--csv", o.csv, "Append per-epoch metrics to this CSV file");
   app.add_option("--plot", o.plot, "Write loss and accuracy curves to this SVG file");
   app.add_option("--workers", o.workers, "DataLoader worker threads")
-      ->check(CLI::Range(0, 64))->capture_default_str();
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   app.add_option("--stop-after", o.stop_after,
                  "Stop after this epoch, as if interrupted (the schedule still spans --epochs)")
       ->check(CLI::NonNegativeNumber);
@@ -37,7 +40,8 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
 static octo::Device parse_device(const std::string& spec) {
   try {
     octo::Device d(spec);
-    if (d.is_cuda() && (octo::cuda::device_count() == 0 || d.index() >= octo::cuda::device_count())) {
+    if (d.is_cuda() &&
+        (octo::cuda::device_count() == 0 || d.index() >= octo::cuda::device_count())) {
       throw CLI::ValidationError("--device", "device " + spec + " is not available (" +
                                                  std::to_string(octo::cuda::device_count()) +
                                                  " CUDA devices visible)");
@@ -56,7 +60,8 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
     std::stringstream ss(o.devices);
     std::string item;
     while (std::getline(ss, item, ',')) {
-      if (item.empty()) throw CLI::ValidationError("--devices", "empty entry in '" + o.devices + "'");
+      if (item.empty())
+        throw CLI::ValidationError("--devices", "empty entry in '" + o.devices + "'");
       out.push_back(parse_device(item));
     }
   }

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <octo/octo.h>
+#include <CLI/CLI.hpp>
 
 namespace examples {
 
@@ -19,10 +19,10 @@ struct TrainOptions {
   double lr = 0.0;  // 0: the example's default
   uint64_t seed = 0;
   std::string save, resume, csv, plot;
-  int threads = 0;  // 0: all cores
+  int threads = 0;    // 0: all cores
   int64_t limit = 0;  // 0: every example
   size_t workers = 1;
-  int64_t width = 0;  // 0: the example's default
+  int64_t width = 0;       // 0: the example's default
   int64_t stop_after = 0;  // 0: run to --epochs
 };
 

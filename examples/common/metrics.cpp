@@ -10,8 +10,7 @@
 
 namespace examples {
 
-static const char* kHeader =
-    "epoch,train_loss,train_acc,test_loss,test_acc,seconds,samples_per_s";
+static const char* kHeader = "epoch,train_loss,train_acc,test_loss,test_acc,seconds,samples_per_s";
 
 void append_csv(const std::string& path, const EpochMetrics& m) {
   bool fresh;
@@ -24,8 +23,8 @@ void append_csv(const std::string& path, const EpochMetrics& m) {
   if (fresh) out << kHeader << "\n";
   char row[256];
   std::snprintf(row, sizeof row, "%lld,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f\n",
-                static_cast<long long>(m.epoch), m.train_loss, m.train_acc, m.test_loss,
-                m.test_acc, m.seconds, m.samples_per_s);
+                static_cast<long long>(m.epoch), m.train_loss, m.train_acc, m.test_loss, m.test_acc,
+                m.seconds, m.samples_per_s);
   out << row;
 }
 

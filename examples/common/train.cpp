@@ -119,8 +119,8 @@ int train(const TrainOptions& opts, TrainSetup& s) {
     where += d.str();
   }
   std::cout << s.name << ": " << s.model->num_parameters() << " parameters on " << where << ", "
-            << s.train_loader->dataset().size() << " training / "
-            << s.test_loader->dataset().size() << " test examples\n";
+            << s.train_loader->dataset().size() << " training / " << s.test_loader->dataset().size()
+            << " test examples\n";
 
   octo::TrainingState state;
   state.model = s.model.get();
@@ -140,10 +140,11 @@ int train(const TrainOptions& opts, TrainSetup& s) {
     EpochResult te = evaluate(s, *fwd);
     EpochMetrics m{epoch + 1, tr.loss, tr.acc, te.loss, te.acc, secs, tr.samples / secs};
     history.push_back(m);
-    std::printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
-                "%.0f samples/s\n",
-                static_cast<long long>(m.epoch), m.train_loss, 100 * m.train_acc, m.test_loss,
-                100 * m.test_acc, m.seconds, m.samples_per_s);
+    std::printf(
+        "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+        "%.0f samples/s\n",
+        static_cast<long long>(m.epoch), m.train_loss, 100 * m.train_acc, m.test_loss,
+        100 * m.test_acc, m.seconds, m.samples_per_s);
     std::fflush(stdout);
     if (!opts.csv.empty()) append_csv(opts.csv, m);
     if (!opts.save.empty()) {
@@ -158,8 +159,7 @@ int train(const TrainOptions& opts, TrainSetup& s) {
       break;
     }
   }
-  if (!history.empty())
-    std::printf("test accuracy: %.2f%%\n", 100 * history.back().test_acc);
+  if (!history.empty()) std::printf("test accuracy: %.2f%%\n", 100 * history.back().test_acc);
   return 0;
 }
 

@@ -12,19 +12,18 @@
 namespace examples {
 
 struct TrainSetup {
-  std::string name;                       // printed, and the plot's title
+  std::string name;                         // printed, and the plot's title
   std::shared_ptr<octo::nn::Module> model;  // already on devices[0]; must be Cloneable for >1
   std::vector<octo::Device> devices;
   octo::optim::Optimizer* optimizer = nullptr;
-  octo::optim::LRScheduler* scheduler = nullptr;  // optional; stepped after every batch
+  octo::optim::LRScheduler* scheduler = nullptr;   // optional; stepped after every batch
   octo::data::DataLoader* train_loader = nullptr;  // seeded with --seed, shuffled
   octo::data::DataLoader* test_loader = nullptr;
   octo::nn::functional::CrossEntropyOptions loss_options;
 };
 
 /// The first `limit` examples of `ds` (all of them when limit is 0 or >= its size).
-std::shared_ptr<octo::data::TensorDataset> take(const octo::data::TensorDataset& ds,
-                                                int64_t limit);
+std::shared_ptr<octo::data::TensorDataset> take(const octo::data::TensorDataset& ds, int64_t limit);
 
 /// Runs (or resumes) training as the options say. Returns the process exit code.
 int train(const TrainOptions& opts, TrainSetup& setup);

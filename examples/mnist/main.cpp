@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <octo/octo.h>
+#include <CLI/CLI.hpp>
 
 #include "common/cli.h"
 #include "common/train.h"
@@ -46,10 +46,12 @@ struct LeNet : nn::Cloneable<LeNet> {
       seq->push_back(std::make_shared<nn::MaxPool2d>(2));
       return seq;
     };
-    features = register_module("features", std::make_shared<nn::Sequential>(
-        std::vector<std::shared_ptr<nn::Module>>{block(1, c1, 2), block(c1, c2, 0)}));
-    classifier = register_module("classifier", std::make_shared<nn::Sequential>(
-        std::initializer_list<std::shared_ptr<nn::Module>>{
+    features = register_module(
+        "features", std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+                        block(1, c1, 2), block(c1, c2, 0)}));
+    classifier = register_module(
+        "classifier",
+        std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
             std::make_shared<nn::Linear>(c2 * 5 * 5, 120), std::make_shared<nn::ReLU>(),
             std::make_shared<nn::Linear>(120, 84), std::make_shared<nn::ReLU>(),
             std::make_shared<nn::Linear>(84, 10)}));
@@ -74,8 +76,10 @@ int main(int argc, char** argv) {
   opts.model = "cnn";
   bool no_batchnorm = false;
   app.add_option("--model", opts.model, "mlp or cnn")
-      ->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
-  app.add_option("--width", opts.width, "CNN channel multiplier: 6 and 16 channels times this (default 2)")
+      ->check(CLI::IsMember({"mlp", "cnn"}))
+      ->capture_default_str();
+  app.add_option("--width", opts.width,
+                 "CNN channel multiplier: 6 and 16 channels times this (default 2)")
       ->check(CLI::Range(int64_t{1}, int64_t{64}));
   app.add_flag("--no-batchnorm", no_batchnorm, "CNN without BatchNorm");
   examples::add_common_flags(app, opts);
@@ -90,11 +94,15 @@ int main(int argc, char** argv) {
   return examples::guarded_main([&] {
     if (opts.data.empty()) {
       for (const char* dir : {"data/mnist", "/usr/share/datasets/fashion-mnist"})
-        if (has_mnist(dir)) { opts.data = dir; break; }
+        if (has_mnist(dir)) {
+          opts.data = dir;
+          break;
+        }
       if (opts.data.empty()) {
-        std::cerr << "error: no MNIST data found in data/mnist or /usr/share/datasets/fashion-mnist.\n"
-                     "Get it with tools/get_data.sh (downloads MNIST into data/mnist), or\n"
-                     "`sudo apt install dataset-fashion-mnist` (Debian/Ubuntu), or pass --data DIR.\n";
+        std::cerr
+            << "error: no MNIST data found in data/mnist or /usr/share/datasets/fashion-mnist.\n"
+               "Get it with tools/get_data.sh (downloads MNIST into data/mnist), or\n"
+               "`sudo apt install dataset-fashion-mnist` (Debian/Ubuntu), or pass --data DIR.\n";
         return 1;
       }
     }
@@ -112,25 +120,34 @@ int main(int argc, char** argv) {
       return b;
     };
     octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
-                                                    .shuffle = true, .num_workers = opts.workers,
-                                                    .seed = opts.seed, .transform = to_input});
+                                                    .shuffle = true,
+                                                    .num_workers = opts.workers,
+                                                    .seed = opts.seed,
+                                                    .transform = to_input});
     octo::data::DataLoader test_loader(test_set, {.batch_size = 1000,
                                                   .num_workers = opts.workers,
-                                                  .seed = opts.seed, .transform = to_input});
+                                                  .seed = opts.seed,
+                                                  .transform = to_input});
 
     std::shared_ptr<nn::Module> model;
-    if (opts.model == "mlp") model = std::make_shared<Mlp>();
-    else model = std::make_shared<LeNet>(opts.width, !no_batchnorm);
+    if (opts.model == "mlp")
+      model = std::make_shared<Mlp>();
+    else
+      model = std::make_shared<LeNet>(opts.width, !no_batchnorm);
     model->to(devices[0]);
-    octo::optim::SGD opt(model->parameters(), {.lr = opts.lr, .momentum = 0.9, .weight_decay = 5e-4,
-                                               .nesterov = true});
+    octo::optim::SGD opt(model->parameters(),
+                         {.lr = opts.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
     // At least 8 steps, so the warm-up phase is never empty on tiny test runs.
     int64_t steps = std::max<int64_t>(opts.epochs * int64_t(train_loader.size()), 8);
     octo::optim::OneCycleLR sched(opt, opts.lr, steps, {.pct_start = 0.25});
 
-    examples::TrainSetup setup{.name = "mnist-" + opts.model, .model = model,
-                               .devices = devices, .optimizer = &opt, .scheduler = &sched,
-                               .train_loader = &train_loader, .test_loader = &test_loader,
+    examples::TrainSetup setup{.name = "mnist-" + opts.model,
+                               .model = model,
+                               .devices = devices,
+                               .optimizer = &opt,
+                               .scheduler = &sched,
+                               .train_loader = &train_loader,
+                               .test_loader = &test_loader,
                                .loss_options = {}};
     return examples::train(opts, setup);
   });

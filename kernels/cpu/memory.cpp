@@ -6,8 +6,8 @@ namespace octo::kernels {
 
 void CpuBackend::fill(const TensorArg& out, Scalar value) {
   OCTO_DISPATCH_ALL_AND_HALF(out.dtype, "fill", [&] {
-    const scalar_t v = static_cast<scalar_t>(value.to<std::conditional_t<
-        std::is_integral_v<scalar_t>, int64_t, double>>());
+    const scalar_t v = static_cast<scalar_t>(
+        value.to<std::conditional_t<std::is_integral_v<scalar_t>, int64_t, double>>());
     cpu::strided_runs<1>({out}, [v](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
       for (int64_t i = 0; i < n; ++i) *reinterpret_cast<scalar_t*>(p[0] + i * s[0]) = v;
     });

@@ -142,13 +142,16 @@ void CudaBackend::where(const TensorArg& out, const TensorArg& cond, const Tenso
       where_kernel<uint8_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], args[2], args[3], n);
       break;
     case 2:
-      where_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], args[2], args[3], n);
+      where_kernel<uint16_t>
+          <<<blocks, kThreads, 0, stream>>>(args[0], args[1], args[2], args[3], n);
       break;
     case 4:
-      where_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], args[2], args[3], n);
+      where_kernel<uint32_t>
+          <<<blocks, kThreads, 0, stream>>>(args[0], args[1], args[2], args[3], n);
       break;
     default:
-      where_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(args[0], args[1], args[2], args[3], n);
+      where_kernel<uint64_t>
+          <<<blocks, kThreads, 0, stream>>>(args[0], args[1], args[2], args[3], n);
       break;
   }
   OCTO_CUDA_CHECK_LAUNCH("where");

@@ -23,8 +23,7 @@ namespace {
 using cuda_loops::blocks_for;
 using cuda_loops::kThreads;
 
-__global__ void check_kernel(TensorArg index, int64_t n, int64_t size,
-                             unsigned long long* flag) {
+__global__ void check_kernel(TensorArg index, int64_t n, int64_t size, unsigned long long* flag) {
   const int64_t* p = index.data_as<const int64_t>();
   OCTO_CUDA_KERNEL_LOOP(i, n) {
     const int64_t v = p[index.offset_of(i)];
@@ -112,17 +111,25 @@ void launch_gather(const TensorArg& out, const TensorArg& in, int dim, const Ten
   const int64_t step = in.strides[dim], n = out.numel();
   const unsigned b = blocks_for(n);
   switch (itemsize(out.dtype)) {
-    case 1: gather_kernel<uint8_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n); break;
-    case 2: gather_kernel<uint16_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n); break;
-    case 4: gather_kernel<uint32_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n); break;
-    default: gather_kernel<uint64_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n); break;
+    case 1:
+      gather_kernel<uint8_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n);
+      break;
+    case 2:
+      gather_kernel<uint16_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n);
+      break;
+    case 4:
+      gather_kernel<uint32_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n);
+      break;
+    default:
+      gather_kernel<uint64_t><<<b, kThreads, 0, stream>>>(out, index, src, step, n);
+      break;
   }
   OCTO_CUDA_CHECK_LAUNCH("gather");
 }
 
 /// index has the iteration shape; src is read with its own strides over that shape.
-void launch_scatter_add(const TensorArg& out, int dim, const TensorArg& index,
-                        const TensorArg& src, const char* op, cudaStream_t stream) {
+void launch_scatter_add(const TensorArg& out, int dim, const TensorArg& index, const TensorArg& src,
+                        const char* op, cudaStream_t stream) {
   OCTO_INTERNAL_ASSERT(out.dtype == src.dtype && index.dtype == kInt64);
   const TensorArg dst = along(out, index, dim);
   TensorArg from = src;

@@ -106,8 +106,8 @@ void CudaBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg&
     return;
   }
   OCTO_CHECK_VALUE(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && batch <= INT_MAX,
-                   "bmm: matrix dims too large for cuBLAS, got [", batch, ", ", m, ", ", k,
-                   "] x [", batch, ", ", k, ", ", n, "]");
+                   "bmm: matrix dims too large for cuBLAS, got [", batch, ", ", m, ", ", k, "] x [",
+                   batch, ", ", k, ", ", n, "]");
   const int dev = out.device.index();
   cuda::detail::CudaDeviceScope scope(dev);
 
@@ -133,15 +133,15 @@ void CudaBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg&
   const long long sc = batch == 1 ? 0 : C.strides[0];
   if (out.dtype == kFloat32) {
     const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
-    OCTO_CUBLAS_CHECK(cublasSgemmStridedBatched(
-        handle, op_b, op_a, int(n), int(m), int(k), &al, B.data_as<const float>(), int(lb.ld), sb,
-        A.data_as<const float>(), int(la.ld), sa, &be, C.data_as<float>(), int(lc.ld), sc,
-        int(batch)));
+    OCTO_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, int(n), int(m), int(k), &al,
+                                                B.data_as<const float>(), int(lb.ld), sb,
+                                                A.data_as<const float>(), int(la.ld), sa, &be,
+                                                C.data_as<float>(), int(lc.ld), sc, int(batch)));
   } else {
-    OCTO_CUBLAS_CHECK(cublasDgemmStridedBatched(
-        handle, op_b, op_a, int(n), int(m), int(k), &alpha, B.data_as<const double>(), int(lb.ld),
-        sb, A.data_as<const double>(), int(la.ld), sa, &beta, C.data_as<double>(), int(lc.ld), sc,
-        int(batch)));
+    OCTO_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, int(n), int(m), int(k), &alpha,
+                                                B.data_as<const double>(), int(lb.ld), sb,
+                                                A.data_as<const double>(), int(la.ld), sa, &beta,
+                                                C.data_as<double>(), int(lc.ld), sc, int(batch)));
   }
   if (!out_direct) cuda_backend().copy(out, C);
 }

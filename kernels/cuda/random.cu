@@ -56,9 +56,9 @@ void fill_random(const TensorArg& out, Sample sample) {
 
 void CudaBackend::uniform(const TensorArg& out, double low, double high, GeneratorState state) {
   if (out.dtype == kFloat32) {
-    fill_random<float>(out, UniformTransform<float>{Philox(state.seed), state.offset,
-                                                    static_cast<float>(low),
-                                                    static_cast<float>(high)});
+    fill_random<float>(
+        out, UniformTransform<float>{Philox(state.seed), state.offset, static_cast<float>(low),
+                                     static_cast<float>(high)});
   } else if (out.dtype == kFloat64) {
     fill_random<double>(out, UniformTransform<double>{Philox(state.seed), state.offset, low, high});
   } else if (out.dtype == kBFloat16 || out.dtype == kFloat16) {
@@ -70,9 +70,9 @@ void CudaBackend::uniform(const TensorArg& out, double low, double high, Generat
 
 void CudaBackend::normal(const TensorArg& out, double mean, double std, GeneratorState state) {
   if (out.dtype == kFloat32) {
-    fill_random<float>(out, NormalTransform<float>{Philox(state.seed), state.offset,
-                                                   static_cast<float>(mean),
-                                                   static_cast<float>(std)});
+    fill_random<float>(
+        out, NormalTransform<float>{Philox(state.seed), state.offset, static_cast<float>(mean),
+                                    static_cast<float>(std)});
   } else if (out.dtype == kFloat64) {
     fill_random<double>(out, NormalTransform<double>{Philox(state.seed), state.offset, mean, std});
   } else if (out.dtype == kBFloat16 || out.dtype == kFloat16) {

@@ -84,8 +84,10 @@ __device__ inline void push(State<A>& s, A x, int64_t j) {
   } else if constexpr (kOp == ReduceOp::Prod) {
     s.v *= x;
   } else if constexpr (kOp == ReduceOp::Max || kOp == ReduceOp::Min) {
-    if (nan_of(x)) s.nan = true;
-    else if (kOp == ReduceOp::Max ? x > s.v : x < s.v) s.v = x;
+    if (nan_of(x))
+      s.nan = true;
+    else if (kOp == ReduceOp::Max ? x > s.v : x < s.v)
+      s.v = x;
   } else if constexpr (kOp == ReduceOp::ArgMax || kOp == ReduceOp::ArgMin) {
     if (better<A, kOp == ReduceOp::ArgMax>(s.v, s.idx, x, j)) {
       s.v = x;
@@ -133,15 +135,32 @@ __device__ inline void merge(State<A>& s, const State<A>& o) {
 template <typename V>
 __device__ inline void store(const TensorArg& out, int64_t off, V v) {
   switch (out.dtype) {
-    case kFloat32: out.data_as<float>()[off] = static_cast<float>(v); break;
-    case kFloat64: out.data_as<double>()[off] = static_cast<double>(v); break;
-    case kInt64: out.data_as<int64_t>()[off] = static_cast<int64_t>(v); break;
-    case kInt32: out.data_as<int32_t>()[off] = static_cast<int32_t>(v); break;
-    case kUInt8: out.data_as<uint8_t>()[off] = static_cast<uint8_t>(v); break;
-    case kBool: out.data_as<bool>()[off] = v != V(0); break;
-    case kBFloat16: out.data_as<BFloat16>()[off] = BFloat16(static_cast<float>(v)); break;
-    case kFloat16: out.data_as<Float16>()[off] = Float16(static_cast<float>(v)); break;
-    default: break;
+    case kFloat32:
+      out.data_as<float>()[off] = static_cast<float>(v);
+      break;
+    case kFloat64:
+      out.data_as<double>()[off] = static_cast<double>(v);
+      break;
+    case kInt64:
+      out.data_as<int64_t>()[off] = static_cast<int64_t>(v);
+      break;
+    case kInt32:
+      out.data_as<int32_t>()[off] = static_cast<int32_t>(v);
+      break;
+    case kUInt8:
+      out.data_as<uint8_t>()[off] = static_cast<uint8_t>(v);
+      break;
+    case kBool:
+      out.data_as<bool>()[off] = v != V(0);
+      break;
+    case kBFloat16:
+      out.data_as<BFloat16>()[off] = BFloat16(static_cast<float>(v));
+      break;
+    case kFloat16:
+      out.data_as<Float16>()[off] = Float16(static_cast<float>(v));
+      break;
+    default:
+      break;
   }
 }
 
@@ -192,22 +211,30 @@ template <typename T, ReduceOp kOp>
 void launch(const TensorArg& out, const TensorArg& kept, const TensorArg& red, int64_t out_n,
             int64_t red_n, double correction, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(out_n, kMaxReduceBlocks));
-  reduce_kernel<T, kOp><<<blocks, kReduceThreads, 0, stream>>>(out, kept, red, out_n, red_n,
-                                                                correction);
+  reduce_kernel<T, kOp>
+      <<<blocks, kReduceThreads, 0, stream>>>(out, kept, red, out_n, red_n, correction);
 }
 
 template <typename T>
 void launch_op(ReduceOp op, const TensorArg& out, const TensorArg& kept, const TensorArg& red,
                int64_t out_n, int64_t red_n, double c, cudaStream_t s) {
   switch (op) {
-    case ReduceOp::Sum: return launch<T, ReduceOp::Sum>(out, kept, red, out_n, red_n, c, s);
-    case ReduceOp::Mean: return launch<T, ReduceOp::Mean>(out, kept, red, out_n, red_n, c, s);
-    case ReduceOp::Prod: return launch<T, ReduceOp::Prod>(out, kept, red, out_n, red_n, c, s);
-    case ReduceOp::Max: return launch<T, ReduceOp::Max>(out, kept, red, out_n, red_n, c, s);
-    case ReduceOp::Min: return launch<T, ReduceOp::Min>(out, kept, red, out_n, red_n, c, s);
-    case ReduceOp::ArgMax: return launch<T, ReduceOp::ArgMax>(out, kept, red, out_n, red_n, c, s);
-    case ReduceOp::ArgMin: return launch<T, ReduceOp::ArgMin>(out, kept, red, out_n, red_n, c, s);
-    case ReduceOp::Var: return launch<T, ReduceOp::Var>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::Sum:
+      return launch<T, ReduceOp::Sum>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::Mean:
+      return launch<T, ReduceOp::Mean>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::Prod:
+      return launch<T, ReduceOp::Prod>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::Max:
+      return launch<T, ReduceOp::Max>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::Min:
+      return launch<T, ReduceOp::Min>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::ArgMax:
+      return launch<T, ReduceOp::ArgMax>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::ArgMin:
+      return launch<T, ReduceOp::ArgMin>(out, kept, red, out_n, red_n, c, s);
+    case ReduceOp::Var:
+      return launch<T, ReduceOp::Var>(out, kept, red, out_n, red_n, c, s);
   }
 }
 
@@ -240,13 +267,22 @@ void CudaBackend::reduce(ReduceOp op, const TensorArg& out, const TensorArg& in,
   cuda::detail::CudaDeviceScope scope(out.device.index());
   cudaStream_t s = cuda::current_stream(out.device.index()).handle();
   switch (in.dtype) {
-    case kFloat32: launch_op<float>(op, out, kept, red, out_n, red_n, correction, s); break;
-    case kFloat64: launch_op<double>(op, out, kept, red, out_n, red_n, correction, s); break;
-    case kInt64: launch_op<int64_t>(op, out, kept, red, out_n, red_n, correction, s); break;
-    case kBool: launch_op<bool>(op, out, kept, red, out_n, red_n, correction, s); break;
+    case kFloat32:
+      launch_op<float>(op, out, kept, red, out_n, red_n, correction, s);
+      break;
+    case kFloat64:
+      launch_op<double>(op, out, kept, red, out_n, red_n, correction, s);
+      break;
+    case kInt64:
+      launch_op<int64_t>(op, out, kept, red, out_n, red_n, correction, s);
+      break;
+    case kBool:
+      launch_op<bool>(op, out, kept, red, out_n, red_n, correction, s);
+      break;
     default:
       OCTO_THROW(NotImplementedError, "cuda backend: ", reduce_name(op),
-                 " is not implemented for dtype ", in.dtype, " yet (float32, float64, int64, bool are)");
+                 " is not implemented for dtype ", in.dtype,
+                 " yet (float32, float64, int64, bool are)");
   }
   OCTO_CUDA_CHECK_LAUNCH("reduce");
 }

@@ -77,18 +77,20 @@ __global__ void softmax_kernel(TensorArg out, TensorArg in, int64_t rows, int64_
     s = block_sum(s, shd);
     if (log) {
       const double ls = static_cast<double>(m) + ::log(s);
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y[i * ys] = static_cast<T>(x[i * xs] - ls);
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        y[i * ys] = static_cast<T>(x[i * xs] - ls);
     } else {
       const double inv = 1.0 / s;
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y[i * ys] = static_cast<T>(y[i * ys] * inv);
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        y[i * ys] = static_cast<T>(y[i * ys] * inv);
     }
   }
 }
 
 template <typename T>
 __global__ void softmax_backward_kernel(TensorArg grad_in, TensorArg grad_out, TensorArg out,
-                                        int64_t rows, int64_t n, int64_t is, int64_t gs,
-                                        int64_t ys, bool log) {
+                                        int64_t rows, int64_t n, int64_t is, int64_t gs, int64_t ys,
+                                        bool log) {
   __shared__ double shd[kRowThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     T* gi = grad_in.data_as<T>() + grad_in.offset_of(r);

@@ -48,8 +48,9 @@ TEST_CASE("retain_graph allows a second backward; without it the error is clear"
   y.backward({}, /*retain_graph=*/true);
   y.backward();
   CHECK(vec(x.grad()) == std::vector<double>{8});  // 4 + 4: accumulated
-  CHECK_THROWS_WITH(y.backward(), Catch::Contains("Trying to backward through the graph a second time") &&
-                                      Catch::Contains("retain_graph"));
+  CHECK_THROWS_WITH(y.backward(),
+                    Catch::Contains("Trying to backward through the graph a second time") &&
+                        Catch::Contains("retain_graph"));
 }
 
 TEST_CASE("an in-place change to a saved tensor is reported at backward") {
@@ -66,8 +67,9 @@ TEST_CASE("an in-place change to a saved tensor is reported at backward") {
 
 TEST_CASE("in-place ops on leaves that require grad are refused") {
   Tensor x = leaf({1, 2});
-  CHECK_THROWS_WITH(x.add_(octo::ones_like(x)),
-                    Catch::Contains("a leaf Variable that requires grad is being used in an in-place operation"));
+  CHECK_THROWS_WITH(
+      x.add_(octo::ones_like(x)),
+      Catch::Contains("a leaf Variable that requires grad is being used in an in-place operation"));
   octo::NoGradGuard guard;
   x.add_(octo::ones_like(x));  // allowed without grad mode (what optimizers do)
   CHECK(vec(x) == std::vector<double>{2, 3});
@@ -119,10 +121,22 @@ TEST_CASE("hooks fire in reverse tape order and can replace gradients") {
   Tensor a = x * 2;
   Tensor b = a * 3;
   Tensor c = b * 4;
-  a.register_hook([&](const Tensor&) { order.push_back("a"); return Tensor(); });
-  b.register_hook([&](const Tensor& g) { order.push_back("b"); return g * 0.5; });
-  c.register_hook([&](const Tensor&) { order.push_back("c"); return Tensor(); });
-  x.register_hook([&](const Tensor&) { order.push_back("x"); return Tensor(); });
+  a.register_hook([&](const Tensor&) {
+    order.push_back("a");
+    return Tensor();
+  });
+  b.register_hook([&](const Tensor& g) {
+    order.push_back("b");
+    return g * 0.5;
+  });
+  c.register_hook([&](const Tensor&) {
+    order.push_back("c");
+    return Tensor();
+  });
+  x.register_hook([&](const Tensor&) {
+    order.push_back("x");
+    return Tensor();
+  });
   c.sum().backward();
   CHECK(order == std::vector<std::string>{"c", "b", "a", "x"});
   CHECK(vec(x.grad()) == std::vector<double>{12, 12});  // 24 halved by b's hook
@@ -152,8 +166,8 @@ TEST_CASE("retain_grad keeps a non-leaf's gradient") {
 TEST_CASE("the tape orders nodes by sequence number and diamonds sum their branches") {
   Tensor x = leaf({3});
   Tensor a = x * 2;
-  Tensor b = a * a;   // uses a twice
-  Tensor c = a + b;   // diamond: two paths from c to a
+  Tensor b = a * a;  // uses a twice
+  Tensor c = a + b;  // diamond: two paths from c to a
   CHECK(b.grad_fn()->sequence_nr() > a.grad_fn()->sequence_nr());
   CHECK(c.grad_fn()->sequence_nr() > b.grad_fn()->sequence_nr());
   c.sum().backward();
@@ -164,7 +178,8 @@ TEST_CASE("the tape orders nodes by sequence number and diamonds sum their branc
 TEST_CASE("backward needs a gradient for non-scalar outputs") {
   Tensor x = leaf({1, 2});
   Tensor y = x * 2;
-  CHECK_THROWS_WITH(y.backward(), Catch::Contains("grad can be implicitly created only for scalar outputs"));
+  CHECK_THROWS_WITH(y.backward(),
+                    Catch::Contains("grad can be implicitly created only for scalar outputs"));
   y.backward(octo::tensor({1, 10}, {.dtype = octo::kFloat64}));
   CHECK(vec(x.grad()) == std::vector<double>{2, 20});
 }
@@ -178,7 +193,8 @@ TEST_CASE("gradients cross virtual devices through to()") {
   CHECK(vec(x.grad()) == std::vector<double>{3, 3});
   Tensor z = octo::ones({2}, {.dtype = octo::kFloat64, .device = octo::Device("cpu:1")});
   CHECK_THROWS_AS(x * z, octo::DeviceError);
-  CHECK_THROWS_WITH(x * z, Catch::Contains("Expected all tensors to be on the same device, but found at least two devices, cpu:0 and cpu:1!"));
+  CHECK_THROWS_WITH(x * z, Catch::Contains("Expected all tensors to be on the same device, but "
+                                           "found at least two devices, cpu:0 and cpu:1!"));
 }
 
 TEST_CASE("to_dot shows the recorded graph") {

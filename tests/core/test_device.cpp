@@ -22,8 +22,8 @@ TEST_CASE("Device parses and prints cpu and cuda specs") {
 
 TEST_CASE("Device rejects malformed specs with a clear message") {
   CHECK_THROWS_AS(Device("gpu:0"), octo::ValueError);
-  CHECK_THROWS_WITH(Device("gpu:0"), Catch::Contains("Expected a device like") &&
-                                         Catch::Contains("'gpu:0'"));
+  CHECK_THROWS_WITH(Device("gpu:0"),
+                    Catch::Contains("Expected a device like") && Catch::Contains("'gpu:0'"));
   CHECK_THROWS_AS(Device("cpu:"), octo::ValueError);
   CHECK_THROWS_AS(Device("cpu:-1"), octo::ValueError);
   CHECK_THROWS_AS(Device("cuda:1x"), octo::ValueError);

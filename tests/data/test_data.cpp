@@ -18,8 +18,8 @@ namespace {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("octo_data_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter()++));
+    path = fs::temp_directory_path() /
+           ("octo_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -31,8 +31,9 @@ struct TempDir {
 };
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -95,7 +96,8 @@ TEST_CASE("every corruption of an IDX file is reported with the file and the pro
   wrong_dims[3] = 2;  // says [N, 28] -> the data no longer matches
   expect(wrong_dims, "too long");
   auto truncated = std::vector<uint8_t>(good.begin(), good.end() - 100);
-  expect(truncated, "truncated: the header says [4, 28, 28] = 3136 bytes of data but the file has 3036");
+  expect(truncated,
+         "truncated: the header says [4, 28, 28] = 3136 bytes of data but the file has 3036");
   expect(std::vector<uint8_t>(good.begin(), good.begin() + 10), "truncated header");
   expect({}, "too short for an IDX header");
   // A label file of a different length.
@@ -105,9 +107,11 @@ TEST_CASE("every corruption of an IDX file is reported with the file and the pro
                     Catch::Contains("has 4 images but") && Catch::Contains("has 3 labels"));
   // Labels and images swapped: dimensions do not fit their role.
   write_idx(labels, octo::zeros({4, 2}, {.dtype = octo::kUInt8}));
-  CHECK_THROWS_WITH(MNIST(dir.path.string(), true), Catch::Contains("expected labels with 1 dimension"));
+  CHECK_THROWS_WITH(MNIST(dir.path.string(), true),
+                    Catch::Contains("expected labels with 1 dimension"));
   // Missing files.
-  CHECK_THROWS_WITH(MNIST(dir.path.string(), false), Catch::Contains("has no t10k-images-idx3-ubyte"));
+  CHECK_THROWS_WITH(MNIST(dir.path.string(), false),
+                    Catch::Contains("has no t10k-images-idx3-ubyte"));
 }
 
 TEST_CASE("a bad or truncated gzip stream is reported") {
@@ -115,14 +119,16 @@ TEST_CASE("a bad or truncated gzip stream is reported") {
   write_mnist(dir, "train", 4, true);
   std::string images = dir / "train-images-idx3-ubyte.gz";
   auto gz = read_bytes(images);
-  write_bytes(images, std::vector<uint8_t>(gz.begin(), gz.begin() + static_cast<int64_t>(gz.size() / 2)));
+  write_bytes(images,
+              std::vector<uint8_t>(gz.begin(), gz.begin() + static_cast<int64_t>(gz.size() / 2)));
   CHECK_THROWS_WITH(MNIST(dir.path.string(), true), Catch::Contains("bad gzip data"));
   auto corrupt = gz;
   for (size_t i = 20; i < 40 && i < corrupt.size(); ++i) corrupt[i] ^= 0x5a;
   write_bytes(images, corrupt);
   CHECK_THROWS_WITH(MNIST(dir.path.string(), true), Catch::Contains("bad gzip data"));
   write_bytes(images, {1, 2, 3, 4});
-  CHECK_THROWS_WITH(MNIST(dir.path.string(), true), Catch::Contains("is named .gz but is not a gzip file"));
+  CHECK_THROWS_WITH(MNIST(dir.path.string(), true),
+                    Catch::Contains("is named .gz but is not a gzip file"));
 }
 
 TEST_CASE("CIFAR-10 binary batches load and corruptions are reported") {
@@ -132,7 +138,8 @@ TEST_CASE("CIFAR-10 binary batches load and corruptions are reported") {
     std::vector<uint8_t> bytes;
     for (int r = 0; r < 2; ++r) {
       record[0] = static_cast<uint8_t>((b + r) % 10);
-      for (int64_t k = 1; k < CIFAR10::kRecordBytes; ++k) record[k] = static_cast<uint8_t>((k + b) % 251);
+      for (int64_t k = 1; k < CIFAR10::kRecordBytes; ++k)
+        record[k] = static_cast<uint8_t>((k + b) % 251);
       bytes.insert(bytes.end(), record.begin(), record.end());
     }
     write_bytes(dir / ("data_batch_" + std::to_string(b) + ".bin"), bytes);
@@ -148,8 +155,9 @@ TEST_CASE("CIFAR-10 binary batches load and corruptions are reported") {
   const auto good3 = read_bytes(dir / "data_batch_3.bin");
   auto bytes = good3;
   write_bytes(dir / "data_batch_3.bin", std::vector<uint8_t>(bytes.begin(), bytes.end() - 7));
-  CHECK_THROWS_WITH(CIFAR10(dir.path.string(), true),
-                    Catch::Contains("data_batch_3.bin") && Catch::Contains("not a whole number of 3073-byte"));
+  CHECK_THROWS_WITH(
+      CIFAR10(dir.path.string(), true),
+      Catch::Contains("data_batch_3.bin") && Catch::Contains("not a whole number of 3073-byte"));
   bytes[CIFAR10::kRecordBytes] = 42;  // second record's label
   write_bytes(dir / "data_batch_3.bin", bytes);
   CHECK_THROWS_WITH(CIFAR10(dir.path.string(), true), Catch::Contains("record 1 has label 42"));
@@ -210,7 +218,9 @@ TEST_CASE("transforms run per batch with reproducible randomness, errors reach t
   auto ia = a.begin();
   auto ib = b.begin();
   CHECK(ia->data.to_vector<float>() == ib->data.to_vector<float>());
-  auto failing = [](Example, octo::Generator&) -> Example { throw std::runtime_error("bad batch"); };
+  auto failing = [](Example, octo::Generator&) -> Example {
+    throw std::runtime_error("bad batch");
+  };
   DataLoader f(ds, {.batch_size = 4, .num_workers = 2, .transform = failing});
   CHECK_THROWS_WITH(f.begin(), Catch::Contains("bad batch"));
 }

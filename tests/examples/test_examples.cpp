@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
-#include <catch2/catch.hpp>
 #include <octo/octo.h>
+#include <catch2/catch.hpp>
 
 namespace fs = std::filesystem;
 
@@ -42,8 +42,8 @@ Run run(const std::string& cmd) {
 }
 
 fs::path scratch(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("octo_examples_" + name + "_" +
-                                            std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("octo_examples_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -166,13 +166,15 @@ TEST_CASE("mnist: --resume gives the same weights as an uninterrupted run", "[ex
   // A different seed gives different weights (the comparison is not vacuous).
   fs::path other = d / "other.safetensors";
   REQUIRE(run(bin("mnist/mnist") + " --model " + model + " --data " + d.string() +
-              " --batch-size 32 --threads 1 --seed 8 --epochs 1 --save " + other.string()).rc == 0);
+              " --batch-size 32 --threads 1 --seed 8 --epochs 1 --save " + other.string())
+              .rc == 0);
   auto fa = octo::load_safetensors(part.string()), fo = octo::load_safetensors(other.string());
   bool any_diff = false;
   std::map<std::string, octo::Tensor> to(fo.tensors.begin(), fo.tensors.end());
   for (const auto& [name, t] : fa.tensors)
     if (name.rfind("model.", 0) == 0 && t.is_floating_point() &&
-        std::memcmp(t.contiguous().raw_data(), to.at(name).contiguous().raw_data(), t.nbytes()) != 0)
+        std::memcmp(t.contiguous().raw_data(), to.at(name).contiguous().raw_data(), t.nbytes()) !=
+            0)
       any_diff = true;
   CHECK(any_diff);
   fs::remove_all(d);

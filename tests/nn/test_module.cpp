@@ -24,12 +24,12 @@ struct Block : nn::Cloneable<Block> {
 }  // namespace
 
 TEST_CASE("parameters, buffers and children are registered by dotted name") {
-  auto seq = std::make_shared<nn::Sequential>(
-      std::initializer_list<std::shared_ptr<nn::Module>>{std::make_shared<Block>(),
-                                                         std::make_shared<nn::Linear>(3, 2)});
+  auto seq = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<Block>(), std::make_shared<nn::Linear>(3, 2)});
   std::vector<std::string> names;
   for (auto& [n, p] : seq->named_parameters()) names.push_back(n);
-  CHECK(names == std::vector<std::string>{"0.scale", "0.fc.weight", "0.fc.bias", "1.weight", "1.bias"});
+  CHECK(names ==
+        std::vector<std::string>{"0.scale", "0.fc.weight", "0.fc.bias", "1.weight", "1.bias"});
   CHECK(seq->named_buffers().at(0).first == "0.count");
   CHECK(seq->num_parameters() == 3 + 12 + 3 + 6 + 2);
   auto mods = seq->named_modules();

@@ -51,8 +51,8 @@ TEST_CASE("save/load round-trips module weights by state_dict key") {
   octo::load(b, path);
   CHECK(b.fc1->weight.to_vector<float>() == a.fc1->weight.to_vector<float>());
   nn::Linear other(3, 3);
-  CHECK_THROWS_WITH(octo::load(other, path), Catch::Contains("Unexpected key(s)") &&
-                                                  Catch::Contains("fc1.weight"));
+  CHECK_THROWS_WITH(octo::load(other, path),
+                    Catch::Contains("Unexpected key(s)") && Catch::Contains("fc1.weight"));
   std::remove(path.c_str());
 }
 
@@ -93,6 +93,7 @@ TEST_CASE("a resumed run matches an uninterrupted one bit for bit") {
   }
   CHECK(opt.lr() == opt_full.lr());
   octo::save(full, path);
-  CHECK_THROWS_WITH(octo::load_checkpoint(state, path), Catch::Contains("not an octo training checkpoint"));
+  CHECK_THROWS_WITH(octo::load_checkpoint(state, path),
+                    Catch::Contains("not an octo training checkpoint"));
   std::remove(path.c_str());
 }

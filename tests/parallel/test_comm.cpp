@@ -74,7 +74,8 @@ TEST_CASE("Broadcast's backward reduce-adds the replicas' gradients") {
   Tensor w = octo::randn({2, 2}, {.dtype = octo::kFloat64, .requires_grad = true});
   auto copies = octo::parallel::Broadcast::apply({w}, cpus(3));
   Tensor total = octo::zeros({}, {.dtype = octo::kFloat64});
-  for (int i = 0; i < 3; ++i) total = total + (copies[i][0] * double(i + 1)).sum().to(Device("cpu:0"));
+  for (int i = 0; i < 3; ++i)
+    total = total + (copies[i][0] * double(i + 1)).sum().to(Device("cpu:0"));
   total.backward();
   for (double g : w.grad().to_vector<double>()) CHECK(g == 6.0);
   Tensor elsewhere = octo::zeros({2}, {.device = Device("cpu:1")});
@@ -92,9 +93,10 @@ TEST_CASE("run_on_devices runs concurrently on distinct workers and reports ever
   octo::set_num_threads(2);
   octo::run_on_devices(cpus(2), [&](size_t i) { shares[i] = octo::get_num_threads(); });
   CHECK(shares == std::vector<int>{1, 1});
-  CHECK_THROWS_WITH(octo::run_on_devices(cpus(2), [](size_t i) {
-                      if (i == 1) throw std::runtime_error("boom");
-                    }),
+  CHECK_THROWS_WITH(octo::run_on_devices(cpus(2),
+                                         [](size_t i) {
+                                           if (i == 1) throw std::runtime_error("boom");
+                                         }),
                     Catch::Contains("Caught boom in replica 1 on device cpu:1"));
 }
 

@@ -94,11 +94,13 @@ TEST_CASE("DataParallel matches one device for an MLP (float64 and float32)") {
   octo::manual_seed(7);
   Tensor x = octo::randn({10, 6}, {.dtype = octo::kFloat64});  // 10 rows: uneven chunks for 3, 4
   Tensor y = octo::randn({10, 3}, {.dtype = octo::kFloat64});
-  check_equivalence<Mlp>([] {
-    auto m = std::make_shared<Mlp>();
-    m->to(octo::kFloat64);
-    return m;
-  }, x, y, 1e-10);
+  check_equivalence<Mlp>(
+      [] {
+        auto m = std::make_shared<Mlp>();
+        m->to(octo::kFloat64);
+        return m;
+      },
+      x, y, 1e-10);
   check_equivalence<Mlp>([] { return std::make_shared<Mlp>(); }, x.to(octo::kFloat32),
                          y.to(octo::kFloat32), 1e-5);
 }
@@ -107,11 +109,13 @@ TEST_CASE("DataParallel matches one device for a CNN") {
   octo::manual_seed(8);
   Tensor x = octo::randn({7, 1, 8, 8}, {.dtype = octo::kFloat64});
   Tensor y = octo::randn({7, 5}, {.dtype = octo::kFloat64});
-  check_equivalence<Cnn>([] {
-    auto m = std::make_shared<Cnn>();
-    m->to(octo::kFloat64);
-    return m;
-  }, x, y, 1e-10);
+  check_equivalence<Cnn>(
+      [] {
+        auto m = std::make_shared<Cnn>();
+        m->to(octo::kFloat64);
+        return m;
+      },
+      x, y, 1e-10);
   check_equivalence<Cnn>([] { return std::make_shared<Cnn>(); }, x.to(octo::kFloat32),
                          y.to(octo::kFloat32), 1e-5);
 }
@@ -135,9 +139,11 @@ TEST_CASE("a model not moved to device_ids[0] is refused with the PyTorch messag
   DataParallel dp(model, {Device("cpu:1"), Device("cpu:2")});
   Tensor x = octo::randn({4, 6});
   CHECK_THROWS_AS(dp.forward(x), octo::DeviceError);
-  CHECK_THROWS_WITH(dp.forward(x), Catch::StartsWith(
-      "module must have its parameters and buffers on device cpu:1 (device_ids[0]) but found one "
-      "of them on device: cpu:0") && Catch::Contains("model->to("));
+  CHECK_THROWS_WITH(dp.forward(x),
+                    Catch::StartsWith("module must have its parameters and buffers on device cpu:1 "
+                                      "(device_ids[0]) but found one "
+                                      "of them on device: cpu:0") &&
+                        Catch::Contains("model->to("));
 }
 
 TEST_CASE("a batch smaller than the device count uses fewer replicas") {
@@ -190,7 +196,8 @@ TEST_CASE("nested inputs and outputs, non-tensor arguments and scalar outputs") 
   // 0-dim outputs become one value per replica.
   Tensor means = out.list()[1].tensor();
   CHECK(means.sizes() == octo::Shape{3});
-  CHECK(std::fabs(means.to_vector<float>()[1] - octo::mean(x.narrow(0, 2, 2)).item<float>()) < 1e-6);
+  CHECK(std::fabs(means.to_vector<float>()[1] - octo::mean(x.narrow(0, 2, 2)).item<float>()) <
+        1e-6);
   first.sum().backward();
   CHECK(max_rel_diff(model->w.grad(), octo::sum(x * 2.0, {0})) < 1e-5);
 }
@@ -211,10 +218,12 @@ TEST_CASE("an exception inside replicas is reported with replica and device") {
   auto model = std::make_shared<FailsOnSomeDevices>();
   DataParallel dp(model, cpus(3));
   Tensor x = octo::randn({3, 2});
-  CHECK_THROWS_WITH(dp.forward(x), Catch::Contains("Caught bad chunk on cpu:1 in replica 1 on device cpu:1") &&
-                                       Catch::Contains("Caught bad chunk on cpu:2 in replica 2 on device cpu:2"));
+  CHECK_THROWS_WITH(dp.forward(x),
+                    Catch::Contains("Caught bad chunk on cpu:1 in replica 1 on device cpu:1") &&
+                        Catch::Contains("Caught bad chunk on cpu:2 in replica 2 on device cpu:2"));
   DataParallel two(model, cpus(2));
-  CHECK_THROWS_AS(two.forward(octo::randn({2, 2})), octo::ValueError);  // one failure keeps its type
+  CHECK_THROWS_AS(two.forward(octo::randn({2, 2})),
+                  octo::ValueError);  // one failure keeps its type
 }
 
 TEST_CASE("a single device runs the module directly") {
@@ -302,7 +311,9 @@ TEST_CASE("check_equivalence reports the differences by parameter name") {
   model->to(octo::kFloat64);
   Tensor x = octo::randn({9, 6}, {.dtype = octo::kFloat64});
   Tensor y = octo::randn({9, 3}, {.dtype = octo::kFloat64});
-  auto loss_fn = [](const Tensor& out, const Tensor& t) { return octo::mean(octo::square(out - t)); };
+  auto loss_fn = [](const Tensor& out, const Tensor& t) {
+    return octo::mean(octo::square(out - t));
+  };
   auto report = octo::parallel::check_equivalence(model, x, y, loss_fn, cpus(3));
   CHECK(report.gradients.size() == 4);
   CHECK(report.gradients[0].name == "fc1.weight");

@@ -54,7 +54,8 @@ TEST_CASE("to() converts dtype and moves between virtual cpu devices") {
   CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3});
   Tensor h = a.to(octo::kBFloat16).to(octo::kFloat32);
   CHECK(h.to_vector<float>() == a.to_vector<float>());
-  CHECK(octo::tensor({0.0, 2.0}).to(octo::kBool).to_vector<bool>() == std::vector<bool>{false, true});
+  CHECK(octo::tensor({0.0, 2.0}).to(octo::kBool).to_vector<bool>() ==
+        std::vector<bool>{false, true});
 }
 
 TEST_CASE("clone copies, copy_ writes in place") {

@@ -33,7 +33,8 @@ TEST_CASE("view and reshape share storage when the layout allows") {
   Tensor r = t.reshape({24});
   CHECK_FALSE(r.is_alias_of(a));  // had to copy
   CHECK(r.to_vector<double>()[1] == 12.0);
-  CHECK_THROWS_WITH(a.view({5, 5}), Catch::Contains("shape [5, 5] is invalid for input of size 24"));
+  CHECK_THROWS_WITH(a.view({5, 5}),
+                    Catch::Contains("shape [5, 5] is invalid for input of size 24"));
   CHECK_THROWS_AS(a.view({-1, -1}), octo::ValueError);
 }
 
