@@ -63,20 +63,15 @@ void record_inplace(const char* name, const Tensor& self, const TensorList& othe
   TensorList inputs{self};
   inputs.insert(inputs.end(), others.begin(), others.end());
   const bool record = needs_grad(inputs);
-  // Saved inputs record their version before the op's version bump, so a saved tensor that
-  // aliases self (b in a.mul_(b) with b = a.detach()) is caught at backward, as in PyTorch;
-  // self itself is saved afterwards, as the op's output.
-  std::vector<SavedTensor> saved_tensors(saved.size());
+  // Saved tensors record their version before the op's own bump, as in PyTorch: a saved tensor
+  // that is or aliases self (b in a.mul_(b), b = a or a.detach()) was overwritten by the op, and
+  // unpacking it at backward reports that.
+  std::vector<SavedTensor> saved_tensors;
   if (record) {
-    for (size_t i = 0; i < saved.size(); ++i)
-      if (!saved[i].defined() || saved[i].impl_ptr() != self.impl_ptr())
-        saved_tensors[i] = SavedTensor(saved[i]);
+    for (const Tensor& s : saved) saved_tensors.emplace_back(s);
   }
   self.bump_version();
   if (!record) return;
-  for (size_t i = 0; i < saved.size(); ++i)
-    if (saved[i].defined() && saved[i].impl_ptr() == self.impl_ptr())
-      saved_tensors[i] = SavedTensor(saved[i]);
   // Edges are taken from self's history before it is replaced.
   auto node = std::make_shared<FunctionNode>(name, self.device(), std::move(saved_tensors),
                                              std::move(backward));

@@ -144,45 +144,26 @@ void Module::train(bool on) {
   for (auto& [n, child] : children_) child->train(on);
 }
 
-void Module::to(Device device, DType dtype) {
-  NoGradGuard no_grad;
-  auto move = [&](const Tensor& t, bool floating_only) {
-    if (!t.defined()) return;
-    DType target = (floating_only && !is_floating(t.dtype())) ? t.dtype() : dtype;
-    if (t.device() == device && t.dtype() == target) return;
-    octo::detail::set_data(t, t.to(device, target));
-    Tensor g = t.grad();
-    if (g.defined()) octo::detail::set_data(g, g.to(device, target));
-  };
-  for (auto& [n, t] : parameters_) move(t, true);
-  for (auto& [n, t] : buffers_) move(t, true);  // integer buffers (num_batches_tracked) keep dtype
-  for (auto& [n, child] : children_) child->to(device, dtype);
-}
+void Module::to(Device device, DType dtype) { place(device, dtype); }
+void Module::to(Device device) { place(device, std::nullopt); }
+void Module::to(DType dtype) { place(std::nullopt, dtype); }
 
-void Module::to(Device device) {
+// Moves and converts every parameter, gradient and buffer in place (the handles stay the same).
+// Only floating tensors change dtype: integer buffers (num_batches_tracked) keep theirs.
+void Module::place(std::optional<Device> device, std::optional<DType> dtype) {
   NoGradGuard no_grad;
   auto move = [&](const Tensor& t) {
-    if (!t.defined() || t.device() == device) return;
-    octo::detail::set_data(t, t.to(device));
+    if (!t.defined()) return;
+    Device d = device.value_or(t.device());
+    DType type = dtype && is_floating(t.dtype()) ? *dtype : t.dtype();
+    if (t.device() == d && t.dtype() == type) return;
+    octo::detail::set_data(t, t.to(d, type));
     Tensor g = t.grad();
-    if (g.defined()) octo::detail::set_data(g, g.to(device));
+    if (g.defined()) octo::detail::set_data(g, g.to(d, type));
   };
   for (auto& [n, t] : parameters_) move(t);
   for (auto& [n, t] : buffers_) move(t);
-  for (auto& [n, child] : children_) child->to(device);
-}
-
-void Module::to(DType dtype) {
-  NoGradGuard no_grad;
-  auto convert = [&](const Tensor& t) {
-    if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) return;
-    octo::detail::set_data(t, t.to(dtype));
-    Tensor g = t.grad();
-    if (g.defined()) octo::detail::set_data(g, g.to(dtype));
-  };
-  for (auto& [n, t] : parameters_) convert(t);
-  for (auto& [n, t] : buffers_) convert(t);
-  for (auto& [n, child] : children_) child->to(dtype);
+  for (auto& [n, child] : children_) child->place(device, dtype);
 }
 
 void Module::zero_grad(bool set_to_none) {

@@ -118,6 +118,7 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor* find_buffer(const std::string& name);
 
  private:
+  void place(std::optional<Device> device, std::optional<DType> dtype);
   template <typename F>
   void visit_named(const std::string& prefix, bool recurse, bool params, F&& fn) const;
 

@@ -585,16 +585,10 @@ const Tensor& Tensor::mul_(const Tensor& other) const {
   if (io.needs && autograd::GradMode::is_enabled()) old_self = copy_raw(*this);
   if (numel() > 0) kernels::backend(device()).binary(BinaryOp::Mul, arg(), arg(), o.arg(), {});
   bool self_needs = requires_grad();
-  // x.mul_(x.detach()) overwrote the factor that d/d(old self) needs. record_inplace saves after
-  // the version bump, so the saved-tensor check cannot see it; report it like PyTorch does.
-  bool overwritten = self_needs && other.is_alias_of(*this);
+  // x.mul_(x.detach()) overwrites the saved factor: record_inplace's version check reports it.
   autograd::record_inplace(
       "MulBackward", *this, {other}, {other, old_self},
-      [io, self_needs, overwritten](const TensorList& g, const TensorList& s) -> TensorList {
-        OCTO_CHECK(!overwritten,
-                   "one of the variables needed for gradient computation has been "
-                   "modified by an inplace operation: MulBackward saved the other operand of "
-                   "mul_, which is the tensor mul_ overwrote; multiply by a clone() instead");
+      [io, self_needs](const TensorList& g, const TensorList& s) -> TensorList {
         return {self_needs ? g[0] * s[0] : Tensor(), io.grad([&] { return g[0] * s[1]; })};
       });
   return *this;
