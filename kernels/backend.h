@@ -19,6 +19,30 @@ struct Conv2dParams {
   int64_t groups = 1;
 };
 
+/// Hyper-parameters of one fused SGD update (PyTorch's torch.optim.SGD rule).
+struct SgdParams {
+  double lr = 0.0, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false, maximize = false;
+  /// The momentum buffer is new: it is set to d_p instead of decayed (PyTorch's first step).
+  bool first_step = false;
+};
+
+/// Hyper-parameters of one fused Adam/AdamW update (PyTorch's torch.optim.Adam/AdamW rule).
+struct AdamParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  /// The step count including this update (1 on the first).
+  double step = 1.0;
+  bool amsgrad = false, maximize = false;
+  /// AdamW: p *= 1 - lr * weight_decay instead of adding weight_decay * p to the gradient.
+  bool decoupled_weight_decay = false;
+};
+
+/// Options of the fused cross-entropy (torch.nn.functional.cross_entropy with class indices).
+struct CrossEntropyParams {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+
 struct Pool2dParams {
   int64_t kernel[2] = {1, 1};
   int64_t stride[2] = {1, 1};
@@ -128,6 +152,35 @@ class Backend {
   /// out[i][index[i][j]] += src[i][j] along dim (torch.scatter_add_).
   virtual void scatter_add(const TensorArg& out, int dim, const TensorArg& index,
                            const TensorArg& src) = 0;
+
+  // --- fused cross-entropy (logits [N, C] any strides, target [N] int64, weight [C] or undefined)
+  /// loss[i] ([N], logits' dtype) is sample i's loss before reduction: with w the class weights
+  /// (1 when undefined), y = target[i], e = label_smoothing, logp = log_softmax(logits[i]):
+  ///   loss[i] = -(1 - e) * w[y] * logp[y] - e / C * sum_c w[c] * logp[c],  0 where y ==
+  ///   ignore_index.
+  /// lse[i] ([N]) receives logsumexp(logits[i]) for the backward. A target outside [0, C) that is
+  /// not ignore_index is an IndexError.
+  virtual void cross_entropy_forward(const TensorArg& loss, const TensorArg& lse,
+                                     const TensorArg& logits, const TensorArg& target,
+                                     const TensorArg& weight, const CrossEntropyParams& p) = 0;
+  /// grad_logits[i, c] = grad_loss[i] * d loss[i] / d logits[i, c]
+  ///                   = grad_loss[i] * (softmax[i, c] * sum_k coef[k] - coef[c]),
+  /// coef[c] = (1 - e) * w[y] * [c == y] + e / C * w[c]; rows with y == ignore_index get 0.
+  virtual void cross_entropy_backward(const TensorArg& grad_logits, const TensorArg& grad_loss,
+                                      const TensorArg& logits, const TensorArg& lse,
+                                      const TensorArg& target, const TensorArg& weight,
+                                      const CrossEntropyParams& p) = 0;
+
+  // --- fused optimizer updates (one pass per parameter; math in kernels/optim_math.h) ---------
+  /// In place: param (and momentum_buf) updated from grad by the SGD rule. All share shape and
+  /// dtype; momentum_buf is undefined when p.momentum == 0.
+  virtual void sgd_update(const TensorArg& param, const TensorArg& grad,
+                          const TensorArg& momentum_buf, const SgdParams& p) = 0;
+  /// In place: param, exp_avg, exp_avg_sq (and max_exp_avg_sq, undefined unless p.amsgrad)
+  /// updated from grad by the Adam/AdamW rule. All share shape and dtype.
+  virtual void adam_update(const TensorArg& param, const TensorArg& grad, const TensorArg& exp_avg,
+                           const TensorArg& exp_avg_sq, const TensorArg& max_exp_avg_sq,
+                           const AdamParams& p) = 0;
 
   // --- random (counter-based: element i uses Philox(state.seed) at counter state.offset + i) ---
   virtual void uniform(const TensorArg& out, double low, double high, GeneratorState state) = 0;

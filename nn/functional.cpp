@@ -8,6 +8,7 @@
 
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
+#include "autograd/ops/loss.h"
 #include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "tensor/factories.h"
@@ -94,7 +95,7 @@ void check_broadcasts_to(const Tensor& t, const Tensor& input, const char* op, c
                    t.dtype());
 }
 
-/// The result of nll_loss's core, with what label smoothing needs to reuse.
+/// The result of nll_loss's core: the reduced loss and the masks and counts it was built from.
 struct NllParts {
   Tensor loss;      // reduced as asked
   Tensor valid;     // bool [N, d...], undefined when no target is ignored
@@ -196,6 +197,66 @@ Tensor cross_entropy_prob(const Tensor& input, const Tensor& target, const Cross
   return neg(sum(prod)) / static_cast<double>(input.numel() / std::max<int64_t>(classes, 1));
 }
 
+/// Class-index targets through the fused op (autograd/ops/loss.h): input [N, C, d...] becomes
+/// rows [N * d..., C] (class dim moved last), then the reduction. The mean divides by the summed
+/// weights w[y] of the non-ignored targets (their count without weights), as PyTorch does with
+/// and without label smoothing; it is NaN when every target is ignored.
+Tensor cross_entropy_index(const Tensor& input, const Tensor& target,
+                           const CrossEntropyOptions& o) {
+  const char* op = "cross_entropy";
+  OCTO_CHECK_VALUE(target.dtype() == kInt64, op,
+                   ": expected target of class indices with dtype int64, got ", target.dtype());
+  octo::detail::check_same_device({&input, &target, &o.weight});
+  const bool unbatched = input.dim() == 1;
+  if (unbatched) {
+    OCTO_CHECK_VALUE(target.dim() == 0, op, ": expected a 0-d target for unbatched input of shape ",
+                     input.sizes(), ", got ", target.sizes());
+  }
+  const Tensor x = unbatched ? input.unsqueeze(0) : input;    // [N, C, d...]
+  const Tensor y = unbatched ? target.unsqueeze(0) : target;  // [N, d...]
+  const int64_t classes = x.size(1);
+  Shape expected = x.sizes();
+  expected.erase(expected.begin() + 1);
+  OCTO_CHECK_VALUE(y.sizes() == expected, op, ": expected target of shape ", expected,
+                   " for input of shape ", x.sizes(), ", got ", y.sizes());
+  Tensor weight = o.weight;
+  if (weight.defined()) {
+    OCTO_CHECK_VALUE(weight.dim() == 1 && weight.size(0) == classes, op,
+                     ": expected a weight with one value per class, of shape [", classes, "], got ",
+                     weight.sizes());
+    OCTO_CHECK_VALUE(weight.is_floating_point(), op, ": expected a floating point weight, got ",
+                     weight.dtype());
+    weight = weight.to(x.dtype());
+  }
+
+  Tensor rows = x;  // [M, C], M = N * d...
+  if (x.dim() > 2) {
+    Shape perm{0};
+    for (int64_t d = 2; d < x.dim(); ++d) perm.push_back(d);
+    perm.push_back(1);
+    rows = x.permute(perm).reshape({y.numel(), classes});
+  }
+  const Tensor labels = y.reshape({y.numel()});
+  const Tensor per =
+      cross_entropy_per_sample(rows, labels, weight, o.ignore_index, o.label_smoothing);  // [M]
+
+  if (o.reduction == "none") {
+    const Tensor out = per.view(y.sizes());
+    return unbatched ? out.squeeze(0) : out;
+  }
+  if (o.reduction == "sum") return sum(per);
+  const Tensor valid =
+      ne(labels, scalar_tensor(o.ignore_index, {.dtype = kInt64, .device = labels.device()}));
+  Tensor divisor;
+  if (weight.defined()) {
+    const Tensor safe = masked_fill(labels, logical_not(valid), 0);  // in range for index_select
+    divisor = sum(where(valid, index_select(weight, 0, safe), zeros({}, x.options())));
+  } else {
+    divisor = sum(valid.to(x.dtype()));
+  }
+  return sum(per) / divisor;
+}
+
 }  // namespace
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
@@ -234,42 +295,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   OCTO_CHECK_VALUE(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, op,
                    ": label_smoothing must be in [0, 1], got ", o.label_smoothing);
   if (target.sizes() == input.sizes()) return cross_entropy_prob(input, target, o);
-
-  const bool unbatched = input.dim() == 1;
-  if (unbatched) {
-    OCTO_CHECK_VALUE(target.dim() == 0, op, ": expected a 0-d target for unbatched input of shape ",
-                     input.sizes(), ", got ", target.sizes());
-  }
-  const Tensor x = unbatched ? input.unsqueeze(0) : input;
-  const Tensor y = unbatched ? target.unsqueeze(0) : target;
-  const Tensor logp = log_softmax(x, 1);  // [N, C, d...]
-  NllParts parts = nll_core(op, logp, y, o.weight, o.ignore_index, o.reduction);
-  Tensor loss = parts.loss;
-  if (o.label_smoothing > 0.0) {
-    // PyTorch's formula: (1 - e) * nll + e / C * sum_c (-w_c logp_c), reduced like nll (the mean
-    // divides by the summed target weights, or by the number of non-ignored targets).
-    const int64_t classes = logp.size(1);
-    Tensor wlogp = logp;
-    if (o.weight.defined()) {
-      Shape bshape(static_cast<size_t>(logp.dim()), 1);
-      bshape[1] = classes;
-      wlogp = logp * o.weight.to(logp.dtype()).view(bshape);
-    }
-    Tensor smooth = neg(sum(wlogp, {1}));  // [N, d...]
-    if (parts.valid.defined()) smooth = where(parts.valid, smooth, zeros({}, logp.options()));
-    Tensor ret;
-    if (o.reduction == "none") {
-      ret = smooth;
-    } else if (o.reduction == "sum") {
-      ret = sum(smooth);
-    } else if (o.weight.defined()) {
-      ret = sum(smooth) / sum(parts.target_w);
-    } else {
-      ret = sum(smooth) / static_cast<double>(parts.n_valid);
-    }
-    loss = (1.0 - o.label_smoothing) * loss + (o.label_smoothing / classes) * ret;
-  }
-  return unbatched && o.reduction == "none" ? loss.squeeze(0) : loss;
+  return cross_entropy_index(input, target, o);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {

@@ -54,7 +54,8 @@ struct CrossEntropyOptions {
   double label_smoothing = 0.0;
 };
 
-/// torch.nn.functional.cross_entropy: log_softmax over dim 1 followed by nll_loss.
+/// torch.nn.functional.cross_entropy: log_softmax over dim 1 followed by nll_loss. With class
+/// indices it is computed in one fused pass per row (octo::cross_entropy_per_sample).
 /// input: [N, C], [N, C, d1, ...] or unbatched [C]. target: int64 class indices [N] / [N, d1, ...]
 /// / [], or class probabilities with input's shape (floating point; ignore_index must then be
 /// negative). With reduction "mean" and class indices the result is

@@ -26,6 +26,7 @@
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/linalg.h"
+#include "autograd/ops/loss.h"
 #include "autograd/ops/nn_ops.h"
 #include "autograd/ops/reduce.h"
 #include "autograd/to_dot.h"

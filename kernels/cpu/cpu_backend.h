@@ -60,6 +60,20 @@ class CpuBackend final : public Backend {
   void gather(const TensorArg& out, const TensorArg& in, int dim, const TensorArg& index) override;
   void scatter_add(const TensorArg& out, int dim, const TensorArg& index,
                    const TensorArg& src) override;
+  // loss.cpp
+  void cross_entropy_forward(const TensorArg& loss, const TensorArg& lse, const TensorArg& logits,
+                             const TensorArg& target, const TensorArg& weight,
+                             const CrossEntropyParams& p) override;
+  void cross_entropy_backward(const TensorArg& grad_logits, const TensorArg& grad_loss,
+                              const TensorArg& logits, const TensorArg& lse,
+                              const TensorArg& target, const TensorArg& weight,
+                              const CrossEntropyParams& p) override;
+  // optim.cpp
+  void sgd_update(const TensorArg& param, const TensorArg& grad, const TensorArg& momentum_buf,
+                  const SgdParams& p) override;
+  void adam_update(const TensorArg& param, const TensorArg& grad, const TensorArg& exp_avg,
+                   const TensorArg& exp_avg_sq, const TensorArg& max_exp_avg_sq,
+                   const AdamParams& p) override;
   // random.cpp
   void uniform(const TensorArg& out, double low, double high, GeneratorState state) override;
   void normal(const TensorArg& out, double mean, double std, GeneratorState state) override;

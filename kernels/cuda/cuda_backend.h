@@ -27,13 +27,14 @@ class CudaBackend final : public Backend {
   void softmax(const TensorArg& out, const TensorArg& in, int dim, bool log) override;
   void softmax_backward(const TensorArg& grad_in, const TensorArg& grad_out, const TensorArg& out,
                         int dim, bool log) override;
-  // Not implemented yet (cuda_backend.cu; meant for cuDNN): each throws NotImplementedError.
+  // conv.cpp (cuDNN; algorithm cached per shape, workspace from the caching allocator)
   void conv2d_forward(const TensorArg& out, const TensorArg& input, const TensorArg& weight,
                       const TensorArg& bias, const Conv2dParams& p) override;
   void conv2d_backward_input(const TensorArg& grad_input, const TensorArg& grad_out,
                              const TensorArg& weight, const Conv2dParams& p) override;
   void conv2d_backward_weight(const TensorArg& grad_weight, const TensorArg& grad_out,
                               const TensorArg& input, const Conv2dParams& p) override;
+  // pool.cu (own kernels over kernels/pool_math.h, shared with the CPU backend)
   void max_pool2d_forward(const TensorArg& out, const TensorArg& indices, const TensorArg& input,
                           const Pool2dParams& p) override;
   void max_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
@@ -42,6 +43,7 @@ class CudaBackend final : public Backend {
                           const Pool2dParams& p) override;
   void avg_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
                            const Pool2dParams& p) override;
+  // norm.cpp (cuDNN batch norm)
   void batch_norm_forward(const TensorArg& out, const TensorArg& save_mean,
                           const TensorArg& save_invstd, const TensorArg& input,
                           const TensorArg& weight, const TensorArg& bias,
@@ -59,6 +61,20 @@ class CudaBackend final : public Backend {
   void gather(const TensorArg& out, const TensorArg& in, int dim, const TensorArg& index) override;
   void scatter_add(const TensorArg& out, int dim, const TensorArg& index,
                    const TensorArg& src) override;
+  // loss.cu
+  void cross_entropy_forward(const TensorArg& loss, const TensorArg& lse, const TensorArg& logits,
+                             const TensorArg& target, const TensorArg& weight,
+                             const CrossEntropyParams& p) override;
+  void cross_entropy_backward(const TensorArg& grad_logits, const TensorArg& grad_loss,
+                              const TensorArg& logits, const TensorArg& lse,
+                              const TensorArg& target, const TensorArg& weight,
+                              const CrossEntropyParams& p) override;
+  // optim.cu
+  void sgd_update(const TensorArg& param, const TensorArg& grad, const TensorArg& momentum_buf,
+                  const SgdParams& p) override;
+  void adam_update(const TensorArg& param, const TensorArg& grad, const TensorArg& exp_avg,
+                   const TensorArg& exp_avg_sq, const TensorArg& max_exp_avg_sq,
+                   const AdamParams& p) override;
   // random.cu (the CPU backend's Philox transforms: same numbers for the same state)
   void uniform(const TensorArg& out, double low, double high, GeneratorState state) override;
   void normal(const TensorArg& out, double mean, double std, GeneratorState state) override;

@@ -1,0 +1,106 @@
+// cross_entropy_per_sample: checks, forward through the fused backend primitive, and backward.
+#include "autograd/ops/loss.h"
+
+#include "autograd/function.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/indexing.h"
+#include "autograd/ops/reduce.h"
+#include "core/error.h"
+#include "kernels/backend.h"
+#include "tensor/factories.h"
+
+namespace octo {
+
+using autograd::TensorList;
+
+namespace {
+
+void check_arguments(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                     double label_smoothing) {
+  const char* op = "cross_entropy";
+  OCTO_CHECK_VALUE(logits.defined(), op, ": logits are undefined");
+  OCTO_CHECK_VALUE(logits.dim() == 2, op, ": expected logits of shape [N, C], got ",
+                   logits.sizes());
+  if (logits.dtype() != kFloat32 && logits.dtype() != kFloat64) {
+    OCTO_THROW(NotImplementedError, op, ": not implemented for logits of dtype ", logits.dtype(),
+               " (float32 and float64 are)");
+  }
+  OCTO_CHECK_VALUE(target.defined(), op, ": target is undefined");
+  OCTO_CHECK_VALUE(target.dtype() == kInt64, op,
+                   ": expected target of class indices with dtype int64, got ", target.dtype());
+  OCTO_CHECK_VALUE(target.dim() == 1 && target.size(0) == logits.size(0), op,
+                   ": expected target of shape [", logits.size(0), "] for logits of shape ",
+                   logits.sizes(), ", got ", target.sizes());
+  if (weight.defined()) {
+    OCTO_CHECK_VALUE(weight.dim() == 1 && weight.size(0) == logits.size(1), op,
+                     ": expected a weight with one value per class, of shape [", logits.size(1),
+                     "], got ", weight.sizes());
+    OCTO_CHECK_VALUE(weight.dtype() == logits.dtype(), op, ": expected a weight of dtype ",
+                     logits.dtype(), " (the logits' dtype), got ", weight.dtype());
+  }
+  OCTO_CHECK_VALUE(label_smoothing >= 0.0 && label_smoothing <= 1.0, op,
+                   ": label_smoothing must be in [0, 1], got ", label_smoothing);
+  octo::detail::check_same_device({&logits, &target, &weight});
+}
+
+/// d(sum_i g[i] * loss[i]) / d weight, in tensor ops: with logp = logits - lse,
+///   grad_w[k] = -sum_i g[i] * ((1 - e) * [y_i == k] * logp[i, y_i] + e / C * logp[i, k])
+/// over the non-ignored rows i.
+Tensor weight_grad(const Tensor& g, const Tensor& logits, const Tensor& lse, const Tensor& target,
+                   int64_t ignore_index, double e) {
+  const int64_t classes = logits.size(1);
+  Tensor grad = zeros({classes}, logits.options());
+  if (logits.size(0) == 0) return grad;
+  const Tensor logp = logits - lse.unsqueeze(1);  // [N, C]
+  const Tensor zero = zeros({}, logits.options());
+  const Tensor valid =
+      ne(target, scalar_tensor(ignore_index, {.dtype = kInt64, .device = target.device()}));
+  const Tensor safe = masked_fill(target, logical_not(valid), 0);       // in range for gather
+  const Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);  // [N]
+  // where() rather than a product with a 0/1 mask: an ignored row's logp may be -inf.
+  grad = scatter_add(grad, 0, safe, where(valid, g * picked, zero) * -(1.0 - e));
+  if (e > 0) {
+    const Tensor rows = where(valid.unsqueeze(1), g.unsqueeze(1) * logp, zero);  // [N, C]
+    grad = grad - sum(rows, {0}) * (e / static_cast<double>(classes));
+  }
+  return grad;
+}
+
+}  // namespace
+
+Tensor cross_entropy_per_sample(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                                int64_t ignore_index, double label_smoothing) {
+  check_arguments(logits, target, weight, label_smoothing);
+  const kernels::CrossEntropyParams p{.ignore_index = ignore_index,
+                                      .label_smoothing = label_smoothing};
+  const int64_t n = logits.size(0);
+  Tensor loss = detail::make_empty({n}, logits.dtype(), logits.device());
+  Tensor lse = detail::make_empty({n}, logits.dtype(), logits.device());  // logsumexp per row
+  if (n > 0) {
+    kernels::backend(logits.device())
+        .cross_entropy_forward(loss.arg(), lse.arg(), logits.arg(), target.arg(), weight.arg(), p);
+  }
+  const bool need_logits = logits.requires_grad();
+  const bool need_weight = weight.defined() && weight.requires_grad();
+  return autograd::record(
+      "CrossEntropyBackward", loss, {logits, weight}, {logits, target, weight, lse},
+      [p, need_logits, need_weight](const TensorList& g, const TensorList& s) -> TensorList {
+        const Tensor& x = s[0];
+        const Tensor& y = s[1];
+        const Tensor& w = s[2];
+        const Tensor& l = s[3];
+        const Tensor go = g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());  // [N]
+        Tensor gx, gw;
+        if (need_logits) {
+          gx = detail::make_empty(x.sizes(), x.dtype(), x.device());
+          if (gx.numel() > 0) {
+            kernels::backend(x.device())
+                .cross_entropy_backward(gx.arg(), go.arg(), x.arg(), l.arg(), y.arg(), w.arg(), p);
+          }
+        }
+        if (need_weight) gw = weight_grad(go, x, l, y, p.ignore_index, p.label_smoothing);
+        return {gx, gw};
+      });
+}
+
+}  // namespace octo
