@@ -1,4 +1,5 @@
-// optim::Adam and optim::AdamW: PyTorch's single-tensor Adam update written in tensor ops.
+// optim::Adam and optim::AdamW: PyTorch's single-tensor Adam update, fused into one backend pass
+// per parameter or written in tensor ops (the reference, options.fused = false).
 #include "optim/adam.h"
 
 #include <cmath>
@@ -6,6 +7,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops/elementwise.h"
 #include "core/trace.h"
+#include "kernels/backend.h"
+#include "optim/sgd.h"
 #include "tensor/factories.h"
 
 namespace octo::optim {
@@ -27,27 +30,22 @@ void validate_adam(const Options& o, const std::string& who) {
 
 template <typename Options>
 detail::AdamHyper hyper(const Options& o, bool decoupled) {
-  return {o.lr, o.betas[0], o.betas[1], o.eps, o.weight_decay, o.amsgrad, o.maximize, decoupled};
+  return {.lr = o.lr,
+          .beta1 = o.betas[0],
+          .beta2 = o.betas[1],
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
+          .amsgrad = o.amsgrad,
+          .maximize = o.maximize,
+          .decoupled_weight_decay = decoupled,
+          .fused = o.fused};
 }
 
-}  // namespace
-
-void AdamOptions::validate(const std::string& who) const { validate_adam(*this, who); }
-void AdamWOptions::validate(const std::string& who) const { validate_adam(*this, who); }
-
-void detail::adam_update(const Tensor& param, ParamState& state, const AdamHyper& h) {
-  Tensor p = param;  // a handle: in-place ops are non-const members
-  Tensor grad = p.grad();
-  if (!grad.defined()) return;
+/// The update in tensor ops, at step `step` (already counted): the reference the fused kernel
+/// reproduces.
+void adam_reference(Tensor p, Tensor grad, ParamState& state, const detail::AdamHyper& h,
+                    double step) {
   if (h.maximize) grad = neg(grad);
-  if (!state.count("step")) state["step"] = scalar_tensor(0.0, {.dtype = kFloat64});
-  if (!state.count("exp_avg")) state["exp_avg"] = zeros_like(p);
-  if (!state.count("exp_avg_sq")) state["exp_avg_sq"] = zeros_like(p);
-  if (h.amsgrad && !state.count("max_exp_avg_sq")) state["max_exp_avg_sq"] = zeros_like(p);
-  Tensor& step_t = state.at("step");
-  const double step = step_t.item<double>() + 1.0;
-  step_t.fill_(step);
-
   if (h.weight_decay != 0.0) {
     if (h.decoupled_weight_decay) {
       p.mul_(1.0 - h.lr * h.weight_decay);
@@ -74,12 +72,61 @@ void detail::adam_update(const Tensor& param, ParamState& state, const AdamHyper
   p.add_(div(exp_avg, denom), -step_size);
 }
 
+/// The fused update (kernels::Backend::adam_update) at step `step`.
+void adam_fused(const Tensor& p, const Tensor& grad, ParamState& state, const detail::AdamHyper& h,
+                double step) {
+  const kernels::AdamParams params{.lr = h.lr,
+                                   .beta1 = h.beta1,
+                                   .beta2 = h.beta2,
+                                   .eps = h.eps,
+                                   .weight_decay = h.weight_decay,
+                                   .step = step,
+                                   .amsgrad = h.amsgrad,
+                                   .maximize = h.maximize,
+                                   .decoupled_weight_decay = h.decoupled_weight_decay};
+  const Tensor& exp_avg = state.at("exp_avg");
+  const Tensor& exp_avg_sq = state.at("exp_avg_sq");
+  const Tensor max_sq = h.amsgrad ? state.at("max_exp_avg_sq") : Tensor();
+  kernels::backend(p.device())
+      .adam_update(p.arg(), grad.arg(), exp_avg.arg(), exp_avg_sq.arg(),
+                   max_sq.defined() ? max_sq.arg() : kernels::TensorArg{}, params);
+  for (const Tensor* t : {&p, &exp_avg, &exp_avg_sq, &max_sq})
+    if (t->defined()) t->bump_version();
+}
+
+}  // namespace
+
+void AdamOptions::validate(const std::string& who) const { validate_adam(*this, who); }
+void AdamWOptions::validate(const std::string& who) const { validate_adam(*this, who); }
+
+void detail::adam_update(const Tensor& p, ParamState& state, const AdamHyper& h) {
+  Tensor grad = p.grad();
+  if (!grad.defined()) return;
+  if (!state.count("step")) state["step"] = scalar_tensor(0.0, {.dtype = kFloat64});
+  if (!state.count("exp_avg")) state["exp_avg"] = zeros_like(p);
+  if (!state.count("exp_avg_sq")) state["exp_avg_sq"] = zeros_like(p);
+  if (h.amsgrad && !state.count("max_exp_avg_sq")) state["max_exp_avg_sq"] = zeros_like(p);
+  Tensor& step_t = state.at("step");
+  const double step = step_t.item<double>() + 1.0;
+  step_t.fill_(step);
+
+  const Tensor none;
+  const bool fused = h.fused && fusable(p, {&state.at("exp_avg"), &state.at("exp_avg_sq"),
+                                            h.amsgrad ? &state.at("max_exp_avg_sq") : &none});
+  if (fused) {
+    adam_fused(p, grad, state, h, step);
+  } else {
+    adam_reference(p, grad, state, h, step);
+  }
+}
+
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     : Adam(std::vector<Group>{Group{std::move(params), options}}) {}
 Adam::Adam(std::vector<Group> groups) : OptimizerBase("Adam", std::move(groups)) {}
 
 void Adam::step() {
   validate_all();
+  detail::check_grads(*this);
   NoGradGuard no_grad;
   TraceSpan span("optimizer", groups_.front().params.front().device());
   int64_t index = 0;
@@ -95,6 +142,7 @@ AdamW::AdamW(std::vector<Group> groups) : OptimizerBase("AdamW", std::move(group
 
 void AdamW::step() {
   validate_all();
+  detail::check_grads(*this);
   NoGradGuard no_grad;
   TraceSpan span("optimizer", groups_.front().params.front().device());
   int64_t index = 0;

@@ -17,6 +17,10 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
   bool maximize = false;
+  /// true: one fused backend pass per parameter (Backend::adam_update); false: the update written
+  /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
+  /// and float64). Not an option by name: state_dict() neither saves nor restores it.
+  bool fused = true;
 
   std::vector<detail::OptionRef> refs() {
     return {{"lr", &lr},
@@ -38,6 +42,10 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool amsgrad = false;
   bool maximize = false;
+  /// true: one fused backend pass per parameter (Backend::adam_update); false: the update written
+  /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
+  /// and float64). Not an option by name: state_dict() neither saves nor restores it.
+  bool fused = true;
 
   std::vector<detail::OptionRef> refs() {
     return {{"lr", &lr},
@@ -61,7 +69,8 @@ struct AdamWOptions {
 ///   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 ///
 /// State per parameter: "step" (0-d float64 on the cpu), "exp_avg", "exp_avg_sq" and, with
-/// amsgrad, "max_exp_avg_sq".
+/// amsgrad, "max_exp_avg_sq". By default (options.fused) each parameter is updated in one pass of
+/// the backend's fused kernel; see docs/optim.md.
 ///
 ///   octo::optim::Adam opt(model->parameters(), {.lr = 3e-4, .betas = {0.9, 0.98}});
 class Adam : public OptimizerBase<AdamOptions> {
@@ -88,9 +97,10 @@ namespace detail {
 /// The hyperparameters of one Adam / AdamW update.
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
-  bool amsgrad, maximize, decoupled_weight_decay;
+  bool amsgrad, maximize, decoupled_weight_decay, fused;
 };
 /// One Adam step of parameter p (skipped when p has no gradient); creates the state on first use.
+/// The caller checked the gradient (detail::check_grads).
 void adam_update(const Tensor& p, ParamState& state, const AdamHyper& h);
 }  // namespace detail
 

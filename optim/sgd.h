@@ -1,6 +1,7 @@
 // optim::SGD: stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ struct SGDOptions {
   double weight_decay = 0.0;
   bool nesterov = false;
   bool maximize = false;
+  /// true: one fused backend pass per parameter (Backend::sgd_update); false: the update written
+  /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
+  /// and float64). Not an option by name: state_dict() neither saves nor restores it.
+  bool fused = true;
 
   std::vector<detail::OptionRef> refs() {
     return {{"lr", &lr},
@@ -36,7 +41,8 @@ struct SGDOptions {
 ///   g = nesterov ? g + momentum * buf : buf                    (if momentum != 0)
 ///   p = p - lr * g
 ///
-/// State per parameter: "momentum_buffer" (when momentum != 0).
+/// State per parameter: "momentum_buffer" (when momentum != 0). By default (options.fused) each
+/// parameter is updated in one pass of the backend's fused kernel; see docs/optim.md.
 ///
 ///   octo::optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
 ///   octo::optim::SGD per_group({{body->parameters(), {.lr = 0.01}},
@@ -48,5 +54,16 @@ class SGD : public OptimizerBase<SGDOptions> {
   using Optimizer::step;
   void step() override;
 };
+
+namespace detail {
+/// Checks that every gradient of opt's parameters has its parameter's device, shape and dtype
+/// (what SGD, Adam and AdamW require), before step() changes anything. The error names the
+/// optimizer, the parameter's index (as in state_dict) and both devices, shapes or dtypes:
+///   "Adam: parameter 2 has shape [3, 4] but its gradient has shape [4, 3] ..."
+void check_grads(const Optimizer& opt);
+/// True when every defined tensor in `state` has param's device, dtype and shape, so that the fused
+/// backend update may run on them (state loaded or created by the optimizer always does).
+bool fusable(const Tensor& param, std::initializer_list<const Tensor*> state);
+}  // namespace detail
 
 }  // namespace octo::optim
