@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/pool_math.h"
 
 using octo::Shape;
 using octo::Tensor;
@@ -304,4 +305,118 @@ TEST_CASE("pooling kernels reject integer inputs", "[pool][kernels]") {
                     octo::ValueError);
   REQUIRE_THROWS_WITH(be.avg_pool2d_forward(y.arg(), x.arg(), c.params()),
                       Catch::Contains("avg_pool2d: unsupported dtype int64"));
+}
+
+TEST_CASE("covering_outputs lists exactly the windows that span a position", "[pool][kernels]") {
+  // Brute force: output o's window spans [o * s - p, o * s - p + span).
+  for (int64_t size : {1, 4, 7, 10})
+    for (int64_t k : {1, 2, 3})
+      for (int64_t s : {1, 2, 3})
+        for (int64_t d : {1, 2})
+          for (int64_t p = 0; p <= k / 2; ++p)
+            for (bool ceil : {false, true}) {
+              const int64_t span = d * (k - 1) + 1, out = out_len(size, k, s, p, d, ceil);
+              for (int64_t x = 0; x < size; ++x) {
+                INFO("size " << size << " k" << k << " s" << s << " d" << d << " p" << p
+                             << (ceil ? " ceil" : "") << " x " << x);
+                std::vector<int64_t> want, got;
+                for (int64_t o = 0; o < out; ++o)
+                  if (o * s - p <= x && x < o * s - p + span) want.push_back(o);
+                const octo::kernels::pool::Range r =
+                    octo::kernels::pool::covering_outputs(x, span, s, p, out);
+                for (int64_t o = r.begin; o < r.end; ++o) got.push_back(o);
+                REQUIRE(got == want);
+              }
+            }
+}
+
+namespace {
+
+/// grad_input by the gather form of kernels/pool_math.h (what the CUDA kernels compute, one
+/// element at a time), into an uninitialised tensor whose every element must get written.
+template <typename T>
+Tensor gather_backward(const Tensor& grad_out, const Tensor& indices, const Shape& in_shape,
+                       const Pool2dParams& p) {
+  namespace pool = octo::kernels::pool;
+  Tensor gi = octo::empty(in_shape, {.dtype = grad_out.dtype()});
+  const auto gia = gi.arg(), goa = grad_out.arg();
+  const auto ia = indices.defined() ? indices.arg() : octo::kernels::TensorArg{};
+  const int64_t H = in_shape[2], W = in_shape[3], OH = grad_out.size(2), OW = grad_out.size(3);
+  for (int64_t n = 0; n < in_shape[0]; ++n)
+    for (int64_t c = 0; c < in_shape[1]; ++c) {
+      const auto go = pool::plane<const T>(goa, n, c);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          pool::plane<T>(gia, n, c).at(h, w) =
+              indices.defined()
+                  ? pool::max_grad_at(go, pool::plane<const int64_t>(ia, n, c), h, w, W, OH, OW, p)
+                  : pool::avg_grad_at(go, h, w, H, W, OH, OW, p);
+    }
+  return gi;
+}
+
+template <typename T>
+void check_gather_matches_scatter(const PoolConfig& c, bool with_nan) {
+  const octo::DType dtype = octo::dtype_of<T>;
+  INFO("N" << c.N << " C" << c.C << " " << c.H << "x" << c.W << " k" << c.kH << "x" << c.kW << " s"
+           << c.sH << "," << c.sW << " p" << c.pH << "," << c.pW << " d" << c.dH << "," << c.dW
+           << (c.ceil_mode ? " ceil" : "") << (c.count_include_pad ? " incl" : "") << " " << dtype
+           << (with_nan ? " nan" : ""));
+  auto& be = octo::kernels::cpu_backend();
+  const Shape xs{c.N, c.C, c.H, c.W};
+  auto xv = random_tensor(xs, octo::kFloat64, 11).to_vector<double>();
+  if (with_nan)
+    for (size_t i = 3; i < xv.size(); i += 7) xv[i] = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = octo::tensor(xv, xs, {.dtype = dtype});
+  // Bit for bit: the same values added in the same order (compared as doubles, exact for T).
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    const auto av = a.to_vector<double>(), bv = b.to_vector<double>();
+    REQUIRE(av.size() == bv.size());
+    for (size_t i = 0; i < av.size(); ++i) {
+      INFO("element " << i << ": " << av[i] << " vs " << bv[i]);
+      REQUIRE((av[i] == bv[i] || (std::isnan(av[i]) && std::isnan(bv[i]))));
+    }
+  };
+
+  const Shape ys{c.N, c.C, out_len(c.H, c.kH, c.sH, c.pH, c.dH, c.ceil_mode),
+                 out_len(c.W, c.kW, c.sW, c.pW, c.dW, c.ceil_mode)};
+  Tensor y = octo::empty(ys, {.dtype = dtype}), idx = octo::empty(ys, {.dtype = octo::kInt64});
+  be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params());
+  const Tensor gy = random_nhwc(ys, dtype, 12);  // a strided grad_out
+  Tensor gx = octo::empty(xs, {.dtype = dtype});
+  be.max_pool2d_backward(gx.arg(), gy.arg(), idx.arg(), c.params());
+  same_bits(gather_backward<T>(gy, idx, xs, c.params()), gx);
+
+  if (c.dH == 1 && c.dW == 1) {
+    const Shape as{c.N, c.C, out_len(c.H, c.kH, c.sH, c.pH, 1, c.ceil_mode),
+                   out_len(c.W, c.kW, c.sW, c.pW, 1, c.ceil_mode)};
+    const Tensor ga = random_nhwc(as, dtype, 13);
+    Tensor gxa = octo::empty(xs, {.dtype = dtype});
+    be.avg_pool2d_backward(gxa.arg(), ga.arg(), c.params());
+    same_bits(gather_backward<T>(ga, Tensor(), xs, c.params()), gxa);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the gather form of pooling backward equals the cpu's scatter bit for bit",
+          "[pool][kernels]") {
+  for (const PoolConfig& c : kConfigs) {
+    for (bool with_nan : {false, true}) {
+      check_gather_matches_scatter<double>(c, with_nan);
+      check_gather_matches_scatter<float>(c, with_nan);
+    }
+  }
+}
+
+TEST_CASE("pooling kernels accept an empty batch", "[pool][kernels]") {
+  auto& be = octo::kernels::cpu_backend();
+  PoolConfig c{0, 2, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1, false, true};
+  Tensor x = octo::zeros({0, 2, 5, 5}), y = octo::empty({0, 2, 2, 2});
+  Tensor idx = octo::empty({0, 2, 2, 2}, {.dtype = octo::kInt64}), gx = octo::empty({0, 2, 5, 5});
+  REQUIRE_NOTHROW(be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params()));
+  REQUIRE_NOTHROW(be.max_pool2d_backward(gx.arg(), y.arg(), idx.arg(), c.params()));
+  REQUIRE_NOTHROW(be.avg_pool2d_forward(y.arg(), x.arg(), c.params()));
+  REQUIRE_NOTHROW(be.avg_pool2d_backward(gx.arg(), y.arg(), c.params()));
+  REQUIRE(gx.numel() == 0);
 }
