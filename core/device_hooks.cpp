@@ -1,6 +1,8 @@
 // Current-device bookkeeping and device availability checks.
 #include "core/device_hooks.h"
 
+#include <atomic>
+
 #include "core/error.h"
 
 namespace octo {
@@ -12,6 +14,12 @@ thread_local int tls_current[2] = {0, 0};  // indexed by DeviceType
 namespace cuda {
 bool is_available() { return cuda_hooks().is_built() && cuda_hooks().device_count() > 0; }
 int device_count() { return cuda_hooks().is_built() ? cuda_hooks().device_count() : 0; }
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 }  // namespace cuda
 
 int current_device_index(DeviceType type) { return tls_current[static_cast<int>(type)]; }

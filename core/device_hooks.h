@@ -21,6 +21,11 @@ class CudaHooks {
   /// Blocks until all work queued on the device has finished.
   virtual void synchronize(int index) const = 0;
   virtual std::string device_name(int index) const = 0;
+  /// The caching allocator of pinned (page-locked) host memory that Tensor::pin_memory() uses
+  /// (kernels/cuda/host_allocator.h). DeviceError without CUDA support or without a visible GPU.
+  virtual Allocator* pinned_allocator() const = 0;
+  /// True when p points into a block of pinned_allocator(). Never throws; false without CUDA.
+  virtual bool is_pinned(const void* p) const = 0;
 };
 
 /// The process-wide hooks (defined in kernels/cuda/runtime.cpp or kernels/cuda_stub.cpp).
@@ -31,6 +36,12 @@ namespace cuda {
 bool is_available();
 /// Number of visible GPUs (0 without CUDA support or without a GPU).
 int device_count();
+/// Whether float32 matmuls and convolutions on CUDA may use TF32 tensor cores (10-bit mantissa,
+/// several times faster, about 1e-3 relative error). Off by default, so float32 means float32
+/// (PyTorch's torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32, as one switch).
+///   octo::cuda::set_allow_tf32(true);   // opt in for speed
+void set_allow_tf32(bool allow);
+bool allow_tf32();
 }  // namespace cuda
 
 /// The calling thread's current device index of a type (cuda:0 unless a DeviceGuard changed it).

@@ -1,10 +1,11 @@
-// DataLoader: samplers, batch assembly and background prefetching.
+// DataLoader: samplers, batch assembly, background prefetching and pinning of batches.
 #include "data/dataloader.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "autograd/grad_mode.h"
+#include "core/device_hooks.h"
 #include "core/error.h"
 #include "core/philox.h"
 
@@ -77,6 +78,7 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
                    "DataLoader: sampler option is mutually "
                    "exclusive with shuffle");
   seed_ = options_.seed ? *options_.seed : default_generator().next_u64();
+  pin_ = options_.pin_memory && cuda::is_available();
   if (!sampler_) {
     if (options_.shuffle) {
       sampler_ = std::make_shared<RandomSampler>(seed_);
@@ -111,6 +113,12 @@ Example DataLoader::make_batch(size_t b) const {
     Generator gen(seed_ ^ (0x9E3779B97F4A7C15ull * (sampler_->epoch() + 1)));
     gen.set_state({gen.seed(), static_cast<uint64_t>(b) << 32});
     batch = options_.transform(std::move(batch), gen);
+  }
+  if (pin_) {
+    if (batch.data.defined() && batch.data.device().is_cpu()) batch.data = batch.data.pin_memory();
+    if (batch.target.defined() && batch.target.device().is_cpu()) {
+      batch.target = batch.target.pin_memory();
+    }
   }
   return batch;
 }

@@ -73,6 +73,11 @@ struct DataLoaderOptions {
   size_t num_workers = 0;
   /// Batches prepared ahead per worker.
   size_t prefetch_factor = 2;
+  /// Copies every collated (and transformed) batch into pinned host memory, in the worker
+  /// threads when there are workers, so that `batch.data.to(cuda, /*non_blocking=*/true)` is a
+  /// true asynchronous upload (torch's pin_memory=True). Without CUDA support or without a
+  /// visible GPU it has no effect: batches stay in ordinary memory.
+  bool pin_memory = false;
   /// Seed for shuffling and augmentation; default: drawn from octo's generator (manual_seed).
   std::optional<uint64_t> seed;
   BatchTransform transform;
@@ -80,7 +85,8 @@ struct DataLoaderOptions {
 
 /// Iterates over batches:
 ///
-///   octo::data::DataLoader loader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 2});
+///   octo::data::DataLoader loader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 2,
+///                                           .pin_memory = true});
 ///   for (size_t epoch = 0; epoch < 3; ++epoch) {
 ///     loader.set_epoch(epoch);
 ///     for (const octo::data::Example& batch : loader) { ... batch.data, batch.target ... }
@@ -128,6 +134,7 @@ class DataLoader {
   DataLoaderOptions options_;
   std::shared_ptr<Sampler> sampler_;
   uint64_t seed_;
+  bool pin_ = false;  // options_.pin_memory and a GPU is visible
   std::vector<size_t> order_;
 
   // Worker state for the current epoch.

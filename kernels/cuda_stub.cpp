@@ -2,6 +2,7 @@
 #include "core/device_hooks.h"
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/host_allocator.h"
 
 namespace octo {
 
@@ -20,6 +21,8 @@ class NoCudaHooks final : public CudaHooks {
   Allocator* allocator(int) const override { no_cuda(); }
   void synchronize(int) const override { no_cuda(); }
   std::string device_name(int) const override { no_cuda(); }
+  Allocator* pinned_allocator() const override { no_cuda(); }
+  bool is_pinned(const void*) const override { return false; }
 };
 }  // namespace
 
@@ -30,6 +33,7 @@ const CudaHooks& cuda_hooks() {
 
 namespace kernels {
 Backend& cuda_backend() { no_cuda(); }
+void cuda_copy(const TensorArg&, const TensorArg&, bool) { no_cuda(); }
 }  // namespace kernels
 
 }  // namespace octo

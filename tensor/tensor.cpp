@@ -27,6 +27,12 @@ TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
+bool Tensor::is_pinned() const {
+  if (!defined() || !device().is_cpu()) return false;
+  const void* base = impl().storage->data.get();
+  return base != nullptr && cuda_hooks().is_pinned(base);
+}
+
 int64_t Tensor::size(int64_t d) const { return sizes()[detail::wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[detail::wrap_dim(d, dim(), "stride")]; }
 int64_t Tensor::numel() const { return detail::shape_numel(sizes()); }

@@ -69,15 +69,41 @@ class Tensor {
 
   // --- conversions and copies -----------------------------------------------------------------
   /// Same data on another device or dtype; returns *this when nothing changes (like PyTorch).
-  Tensor to(Device device) const;
+  ///
+  /// non_blocking (torch's `non_blocking=True`) only matters between a GPU and pinned host
+  /// memory (see pin_memory()); otherwise the copy is complete on return, as without it.
+  ///  * cpu (pinned) -> cuda: the upload is queued on the GPU's current stream and to() returns
+  ///    at once; work queued later on that stream sees the data. Do not write into the source
+  ///    until the stream has passed the copy (freeing it is safe: the pinned allocator waits).
+  ///  * cuda -> cpu: the result is allocated in pinned memory and to() returns BEFORE THE DATA
+  ///    HAS ARRIVED. Reading it before octo::synchronize(device) (or synchronising the current
+  ///    stream) reads garbage:
+  ///      Tensor h = g.to(octo::kCPU, /*non_blocking=*/true);
+  ///      octo::synchronize(g.device());   // now h holds g's values
+  ///  * pageable host memory, a strided host side, or a dtype conversion: non_blocking is ignored
+  ///    and the copy synchronises.
+  Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(DType dtype) const;
-  Tensor to(Device device, DType dtype) const;
+  Tensor to(Device device, DType dtype, bool non_blocking = false) const;
   Tensor cpu() const { return to(kCPU); }
   Tensor contiguous() const;
   Tensor clone() const;
   /// Copies src into this tensor in place (src is broadcast to this shape; dtype converted;
-  /// devices may differ). Returns *this.
-  const Tensor& copy_(const Tensor& src) const;
+  /// devices may differ). Returns *this. non_blocking as for to(): a copy between a GPU and a
+  /// contiguous pinned host tensor of the same dtype returns before it has finished, and the
+  /// caller must synchronise before reading a downloaded result.
+  const Tensor& copy_(const Tensor& src, bool non_blocking = false) const;
+  /// A copy of this CPU tensor in pinned (page-locked) host memory, contiguous (torch's
+  /// pin_memory()); a tensor that is already pinned is returned as is. Copies between pinned
+  /// memory and a GPU are faster and can be non-blocking (see to()). Throws ValueError for a
+  /// tensor that is not on a CPU device, and DeviceError when octo was built without CUDA or no
+  /// GPU is visible (pinning needs the CUDA driver).
+  ///   Tensor batch = images.pin_memory();
+  ///   Tensor on_gpu = batch.to(Device("cuda"), /*non_blocking=*/true);
+  Tensor pin_memory() const;
+  /// True when this CPU tensor's storage is pinned host memory (views of a pinned tensor too).
+  /// Always false without CUDA, for GPU tensors, and for tensors whose storage holds no bytes.
+  bool is_pinned() const;
   /// Fills in place. Returns *this.
   const Tensor& fill_(Scalar value) const;
   const Tensor& zero_() const { return fill_(0); }

@@ -109,14 +109,19 @@ int main(int argc, char** argv) {
       b.data = octo::data::normalize(octo::data::to_float(b.data), mean, stdev);
       return b;
     };
+    // Pinned batches make the upload to a GPU asynchronous (no effect on CPU devices).
+    const bool pin = devices[0].is_cuda();
     octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
                                                     .shuffle = true,
                                                     .num_workers = opts.workers,
+                                                    .pin_memory = pin,
                                                     .seed = opts.seed,
                                                     .transform = augment});
-    octo::data::DataLoader test_loader(
-        test_set,
-        {.batch_size = 500, .num_workers = opts.workers, .seed = opts.seed, .transform = plain});
+    octo::data::DataLoader test_loader(test_set, {.batch_size = 500,
+                                                  .num_workers = opts.workers,
+                                                  .pin_memory = pin,
+                                                  .seed = opts.seed,
+                                                  .transform = plain});
 
     auto model = std::make_shared<ResNet9>(opts.width);
     model->to(devices[0]);

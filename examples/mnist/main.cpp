@@ -119,13 +119,17 @@ int main(int argc, char** argv) {
       b.data = octo::data::normalize(octo::data::to_float(b.data), {0.5}, {0.5});
       return b;
     };
+    // Pinned batches make the upload to a GPU asynchronous (no effect on CPU devices).
+    const bool pin = devices[0].is_cuda();
     octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
                                                     .shuffle = true,
                                                     .num_workers = opts.workers,
+                                                    .pin_memory = pin,
                                                     .seed = opts.seed,
                                                     .transform = to_input});
     octo::data::DataLoader test_loader(test_set, {.batch_size = 1000,
                                                   .num_workers = opts.workers,
+                                                  .pin_memory = pin,
                                                   .seed = opts.seed,
                                                   .transform = to_input});
 

@@ -1,6 +1,7 @@
-// CudaBackend::copy: same-GPU, host <-> GPU and GPU <-> GPU (peer) copies, with dtype conversion
-// and any strides. Contiguous same-dtype data moves with cudaMemcpyAsync; the rest is packed or
-// converted by memory.cu's elementwise kernel (or on the host by the CPU backend).
+// CudaBackend::copy and cuda_copy: same-GPU, host <-> GPU and GPU <-> GPU (peer) copies, with
+// dtype conversion and any strides, and non-blocking copies from and into pinned host memory.
+// Contiguous same-dtype data moves with cudaMemcpyAsync; the rest is packed or converted by
+// memory.cu's elementwise kernel (or on the host by the CPU backend).
 #include <cuda_runtime_api.h>
 
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/host_allocator.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/stream.h"
 
@@ -55,12 +57,38 @@ void copy_same_device(const TensorArg& dst, const TensorArg& src) {
   cuda_memory::launch_copy(dst, src, stream);
 }
 
+// Note [Non-blocking copies]
 // Host memory from octo's CPU allocator is pageable, and the caller may free or overwrite it as
-// soon as copy() returns, so host <-> device copies wait for their stream before returning.
-void host_to_device(const TensorArg& dst, const TensorArg& src) {
+// soon as copy() returns, so host <-> device copies wait for their stream before returning
+// (cudaStreamSynchronize). The exception is a non-blocking copy (cuda_copy(..., true), i.e.
+// Tensor::to(device, true) / copy_(src, true)) whose host side is contiguous pinned memory from
+// cuda::host_allocator() and whose dtypes agree: the DMA engine reads or writes that memory
+// directly, so the cudaMemcpyAsync is queued on the GPU's current stream and the call returns.
+// Two things keep that safe:
+//  * the pinned block is recorded as used by the stream (cuda::record_host_use); when its tensor
+//    is freed, an event recorded on that stream gates the block's reuse, so a later pin_memory()
+//    cannot overwrite bytes an upload has not read yet, nor a download land in a reused block;
+//  * device-side buffers made here (staging, packing) are freed into the current stream's pool,
+//    whose later users are ordered after this copy on that stream.
+// What stays the caller's job, as in PyTorch: not writing into the source of an upload, and not
+// reading the destination of a download, before the stream (or the device) is synchronised.
+// A non-blocking request on pageable, strided or differently typed host data synchronises.
+//
+// Whether the copy between `host` and `dev` may skip the synchronisation; if so, the host block is
+// recorded as used by `stream` (before the copy is queued, so a failure cannot leave an
+// unrecorded copy in flight).
+bool async_host_side(const TensorArg& host, const TensorArg& dev, bool non_blocking,
+                     const cuda::Stream& stream) {
+  return non_blocking && host.dtype == dev.dtype && host.is_contiguous() &&
+         cuda::record_host_use(host.data, stream);  // false for pageable memory
+}
+
+void host_to_device(const TensorArg& dst, const TensorArg& src, bool non_blocking) {
   const int dev = dst.device.index();
   CudaDeviceScope scope(dev);
-  cudaStream_t stream = cuda::current_stream(dev).handle();
+  const cuda::Stream current = cuda::current_stream(dev);
+  cudaStream_t stream = current.handle();
+  const bool async = async_host_side(src, dst, non_blocking, current);
   // Strided host data is packed (and converted to dst's dtype) on the host first.
   TensorArg host = src;
   DataPtr host_buffer;
@@ -80,13 +108,16 @@ void host_to_device(const TensorArg& dst, const TensorArg& src) {
         cudaMemcpyAsync(tmp.data, host.data, nbytes(host), cudaMemcpyHostToDevice, stream));
     cuda_memory::launch_copy(dst, tmp, stream);
   }
+  if (async) return;
   OCTO_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void device_to_host(const TensorArg& dst, const TensorArg& src) {
+void device_to_host(const TensorArg& dst, const TensorArg& src, bool non_blocking) {
   const int dev = src.device.index();
   CudaDeviceScope scope(dev);
-  cudaStream_t stream = cuda::current_stream(dev).handle();
+  const cuda::Stream current = cuda::current_stream(dev);
+  cudaStream_t stream = current.handle();
+  const bool async = async_host_side(dst, src, non_blocking, current);
   // Strided device data is packed (and converted to dst's dtype) on the GPU first.
   TensorArg packed = src;
   DataPtr packed_buffer;
@@ -99,6 +130,7 @@ void device_to_host(const TensorArg& dst, const TensorArg& src) {
   if (memcpy_compatible(dst, packed)) {
     OCTO_CUDA_CHECK(
         cudaMemcpyAsync(dst.data, packed.data, nbytes(packed), cudaMemcpyDeviceToHost, stream));
+    if (async) return;  // dst is pinned, contiguous and of packed's dtype: always this branch
     OCTO_CUDA_CHECK(cudaStreamSynchronize(stream));
   } else {  // download as is, then convert / scatter on the host
     DataPtr host_buffer = cpu_allocator()->allocate(nbytes(packed));
@@ -165,7 +197,9 @@ void copy_between_devices(const TensorArg& dst, const TensorArg& src) {
 
 }  // namespace
 
-void CudaBackend::copy(const TensorArg& dst, const TensorArg& src) {
+void CudaBackend::copy(const TensorArg& dst, const TensorArg& src) { cuda_copy(dst, src, false); }
+
+void cuda_copy(const TensorArg& dst, const TensorArg& src, bool non_blocking) {
   OCTO_INTERNAL_ASSERT(dst.ndim == src.ndim);
   for (int d = 0; d < dst.ndim; ++d) OCTO_INTERNAL_ASSERT(dst.sizes[d] == src.sizes[d]);
   if (dst.numel() == 0) return;
@@ -177,9 +211,9 @@ void CudaBackend::copy(const TensorArg& dst, const TensorArg& src) {
       copy_between_devices(dst, src);
     }
   } else if (dst_cuda) {
-    host_to_device(dst, src);
+    host_to_device(dst, src, non_blocking);
   } else if (src_cuda) {
-    device_to_host(dst, src);
+    device_to_host(dst, src, non_blocking);
   } else {
     cpu_backend().copy(dst, src);
   }

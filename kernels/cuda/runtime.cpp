@@ -1,10 +1,12 @@
-// The CUDA runtime hooks: device count, current device, allocator lookup, synchronisation.
+// The CUDA runtime hooks: device count, current device, allocator lookup (device and pinned host),
+// synchronisation.
 #include <cuda_runtime_api.h>
 
 #include "core/device_hooks.h"
 #include "core/error.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/host_allocator.h"
 
 namespace octo {
 
@@ -37,6 +39,8 @@ class CudaRuntimeHooks final : public CudaHooks {
     OCTO_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     return prop.name;
   }
+  Allocator* pinned_allocator() const override { return cuda::host_allocator(); }
+  bool is_pinned(const void* p) const override { return cuda::is_pinned(p); }
 };
 
 }  // namespace
