@@ -5,6 +5,8 @@
 
 #include <octo/octo.h>
 
+#include "kernels/cuda/nccl.h"
+
 using octo::Device;
 using octo::Tensor;
 namespace comm = octo::parallel::comm;
@@ -39,6 +41,46 @@ TEST_CASE("reduce_add sums on the destination without touching the inputs") {
   CHECK(s.to_vector<float>() == std::vector<float>{11, 22});
   CHECK(a.to_vector<float>() == std::vector<float>{1, 2});
   CHECK_THROWS_AS(comm::reduce_add({a, octo::zeros({3})}, Device("cpu:0")), octo::ValueError);
+}
+
+TEST_CASE("coalesced broadcast and reduce keep dtypes, shapes and missing gradients") {
+  std::vector<Tensor> ts = {octo::randn({3, 4}),
+                            octo::arange(5),
+                            octo::randn({2, 3}, {.dtype = octo::kFloat64}).t(),
+                            octo::full({}, 2.5, {.dtype = octo::kFloat16}),
+                            octo::zeros({0, 2}, {.dtype = octo::kInt32}),
+                            octo::ones({4}, {.dtype = octo::kBool})};
+  auto out = comm::broadcast_coalesced(ts, cpus(3));
+  REQUIRE(out.size() == 3);
+  for (size_t j = 0; j < ts.size(); ++j) {
+    CAPTURE(j);
+    CHECK(out[0][j].is_alias_of(ts[j]));
+    for (size_t i = 1; i < 3; ++i) {
+      CHECK(out[i][j].device() == Device(octo::DeviceType::CPU, int(i)));
+      CHECK(out[i][j].dtype() == ts[j].dtype());
+      CHECK(out[i][j].sizes() == ts[j].sizes());
+      CHECK(out[i][j].to(octo::kFloat64).to_vector<double>() ==
+            ts[j].to(octo::kFloat64).to_vector<double>());
+    }
+  }
+  // Tensor 1 only comes from cpu:0, tensor 2 from no device.
+  std::vector<Tensor> g0 = {octo::tensor({1, 2}), octo::tensor({5, 6}), Tensor()};
+  std::vector<Tensor> g1 = {octo::tensor({10, 20}).to(Device("cpu:1")), Tensor(), Tensor()};
+  auto sums = comm::reduce_add_coalesced({g0, g1}, Device("cpu:1"));
+  REQUIRE(sums.size() == 3);
+  CHECK(sums[0].device() == Device("cpu:1"));
+  CHECK(sums[0].to_vector<float>() == std::vector<float>{11, 22});
+  CHECK(sums[1].to_vector<float>() == std::vector<float>{5, 6});
+  CHECK(sums[1].device() == Device("cpu:1"));
+  CHECK_FALSE(sums[2].defined());
+  CHECK(g1[0].to_vector<float>() == std::vector<float>{10, 20});  // not accumulated into
+}
+
+TEST_CASE("nccl is unavailable without a GPU and refuses buffers that are not on one") {
+  if (!octo::cuda::is_available()) CHECK_FALSE(octo::cuda::nccl::is_available());
+  Tensor t = octo::zeros({4});
+  CHECK_THROWS_AS(octo::cuda::nccl::broadcast({t.arg()}, 0), octo::DeviceError);
+  CHECK_THROWS_AS(octo::cuda::nccl::reduce({t.arg()}, 0, t.arg()), octo::DeviceError);
 }
 
 TEST_CASE("scatter with explicit chunk sizes, and gather back") {
