@@ -25,9 +25,13 @@ DType check_operands(const char* op, const Tensor& a, const Tensor& b) {
   return promote_types(a.dtype(), b.dtype());
 }
 
+/// float32 and float64 on every device; bfloat16 and float16 also on CUDA devices, where cuBLAS
+/// multiplies them (the CPU backend's GEMM has no 16-bit types). a and b share a device.
 void check_floating(const char* op, DType dt, const Tensor& a, const Tensor& b) {
-  OCTO_CHECK_VALUE(dt == kFloat32 || dt == kFloat64, op,
-                   ": expected float32 or float64 tensors, got ", a.dtype(), " and ", b.dtype());
+  const bool half = dt == kBFloat16 || dt == kFloat16;
+  OCTO_CHECK_VALUE(dt == kFloat32 || dt == kFloat64 || (half && a.device().is_cuda()), op,
+                   ": expected float32 or float64 tensors, got ", a.dtype(), " and ", b.dtype(),
+                   half ? " (bfloat16 and float16 are supported on CUDA devices only)" : "");
 }
 
 /// The kernel-side view of a 2-d or 3-d tensor as 3-d: [rows, cols] -> [1, rows, cols].

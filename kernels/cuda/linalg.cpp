@@ -1,4 +1,4 @@
-// CUDA bmm over cuBLAS (float32: cublasSgemmStridedBatched, float64: cublasDgemmStridedBatched).
+// CUDA bmm over cuBLAS: float32 (exact, or TF32 when allowed), float64, bfloat16 and float16.
 //
 // cuBLAS is column-major; a row-major [M, N] matrix with leading dimension ld is the column-major
 // [N, M] matrix with the same ld, so out = a @ b is computed as out^T = b^T @ a^T. An operand whose
@@ -7,8 +7,21 @@
 // buffer, as is an output that is not row-major (the result is then copied into it). Batch
 // strides are passed through, so a broadcast batch (stride 0) costs nothing.
 //
+// Note [GEMM precision]: which cuBLAS call each dtype takes.
+//  - float64: cublasDgemmStridedBatched.
+//  - float32: cublasSgemmStridedBatched on a CUBLAS_DEFAULT_MATH handle, i.e. true float32, unless
+//    octo::cuda::allow_tf32() is on; then cublasGemmStridedBatchedEx with
+//    CUBLAS_COMPUTE_32F_FAST_TF32, which lets cuBLAS round the inputs to TF32 (10-bit mantissa)
+//    and use tensor cores on Ampere and later (about 1e-3 relative error, several times faster).
+//    The switch is read on every call, so flipping it takes effect at the next product.
+//  - bfloat16 / float16: cublasGemmStridedBatchedEx with CUDA_R_16BF / CUDA_R_16F operands and
+//    output, CUBLAS_COMPUTE_32F and float alpha/beta: products and sums in float32, one rounding
+//    to the 16-bit type at the end. The handle sets
+//    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION so that split-K partial sums are also kept in
+//    float32 rather than the output type.
+//
 // Handles: one cublasHandle_t per (thread, device), created lazily, never destroyed, set to the
-// current stream before each call. Math mode CUBLAS_DEFAULT_MATH: no TF32 for float32.
+// current stream before each call.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -17,6 +30,7 @@
 #include <unordered_map>
 
 #include "core/allocator.h"
+#include "core/device_hooks.h"
 #include "core/error.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -34,11 +48,16 @@ cublasHandle_t cublas_handle(int device) {
   if (it == handles.end()) {
     cublasHandle_t h = nullptr;
     OCTO_CUBLAS_CHECK(cublasCreate(&h));
-    OCTO_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    // Note [GEMM precision]: no TF32 unless asked per call; 16-bit GEMMs reduce in float32.
+    OCTO_CUBLAS_CHECK(cublasSetMathMode(
+        h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     it = handles.emplace(device, h).first;
   }
   return it->second;
 }
+
+bool is_half(DType t) { return t == kBFloat16 || t == kFloat16; }
 
 /// How the [R, C] matrix at dims 1, 2 of a 3-d arg is handed to cuBLAS (see the file comment).
 struct MatrixLayout {
@@ -84,6 +103,24 @@ TensorArg usable(const TensorArg& t, DataPtr& buffer) {
   return c;
 }
 
+/// out *= beta for an empty sum (k == 0); beta == 0 writes zeros (NaNs in out are ignored).
+/// The CUDA elementwise kernels have no 16-bit types, so those are scaled through float32.
+void scale_output(const TensorArg& out, double beta) {
+  if (beta == 0.0) {
+    cuda_backend().fill(out, Scalar(0.0));
+  } else if (!is_half(out.dtype)) {
+    cuda_backend().unary(UnaryOp::MulScalar, out, out, Scalar(beta), Scalar());
+  } else {
+    DataPtr buf =
+        cuda::caching_allocator(out.device.index())->allocate(size_t(out.numel()) * sizeof(float));
+    TensorArg f = contiguous_like(out, buf.get());
+    f.dtype = kFloat32;
+    cuda_backend().copy(f, out);
+    cuda_backend().unary(UnaryOp::MulScalar, f, f, Scalar(beta), Scalar());
+    cuda_backend().copy(out, f);
+  }
+}
+
 }  // namespace
 
 void CudaBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg& b, double alpha,
@@ -92,23 +129,21 @@ void CudaBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg&
   OCTO_INTERNAL_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype);
   const int64_t batch = out.sizes[0], m = out.sizes[1], n = out.sizes[2], k = a.sizes[2];
   OCTO_INTERNAL_ASSERT(a.sizes[1] == m && b.sizes[1] == k && b.sizes[2] == n);
-  if (out.dtype != kFloat32 && out.dtype != kFloat64) {
-    OCTO_THROW(NotImplementedError, "cuda backend: bmm is not implemented for dtype ", out.dtype,
-               " yet (float32 and float64 are)");
+  const DType dt = out.dtype;
+  if (dt != kFloat32 && dt != kFloat64 && !is_half(dt)) {
+    OCTO_THROW(NotImplementedError, "cuda backend: bmm is not implemented for dtype ", dt,
+               " (float32, float64, bfloat16 and float16 are)");
   }
   if (batch == 0 || m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: out = beta * out (beta == 0 ignores NaNs in out)
-    if (beta == 0.0) {
-      fill(out, Scalar(0.0));
-    } else {
-      unary(UnaryOp::MulScalar, out, out, Scalar(beta), Scalar());
-    }
+  const int dev = out.device.index();
+  if (k == 0) {  // an empty sum: out = beta * out
+    cuda::detail::CudaDeviceScope scope(dev);
+    scale_output(out, beta);
     return;
   }
   OCTO_CHECK_VALUE(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && batch <= INT_MAX,
                    "bmm: matrix dims too large for cuBLAS, got [", batch, ", ", m, ", ", k, "] x [",
                    batch, ", ", k, ", ", n, "]");
-  const int dev = out.device.index();
   cuda::detail::CudaDeviceScope scope(dev);
 
   DataPtr a_buf, b_buf, out_buf;
@@ -118,7 +153,7 @@ void CudaBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg&
   const bool out_direct = ol.ok && ol.row_major && (batch == 1 || out.strides[0] != 0);
   TensorArg C = out;
   if (!out_direct) {
-    out_buf = cuda::caching_allocator(dev)->allocate(size_t(out.numel()) * itemsize(out.dtype));
+    out_buf = cuda::caching_allocator(dev)->allocate(size_t(out.numel()) * itemsize(dt));
     C = contiguous_like(out, out_buf.get());
     if (beta != 0.0) cuda_backend().copy(C, out);
   }
@@ -131,17 +166,29 @@ void CudaBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg&
   const cublasOperation_t op_a = la.row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
   const long long sa = batch == 1 ? 0 : A.strides[0], sb = batch == 1 ? 0 : B.strides[0];
   const long long sc = batch == 1 ? 0 : C.strides[0];
-  if (out.dtype == kFloat32) {
+  if (dt == kFloat64) {
+    OCTO_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, int(n), int(m), int(k), &alpha,
+                                                B.data_as<const double>(), int(lb.ld), sb,
+                                                A.data_as<const double>(), int(la.ld), sa, &beta,
+                                                C.data_as<double>(), int(lc.ld), sc, int(batch)));
+  } else if (dt == kFloat32 && !cuda::allow_tf32()) {
     const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
     OCTO_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, int(n), int(m), int(k), &al,
                                                 B.data_as<const float>(), int(lb.ld), sb,
                                                 A.data_as<const float>(), int(la.ld), sa, &be,
                                                 C.data_as<float>(), int(lc.ld), sc, int(batch)));
   } else {
-    OCTO_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_b, op_a, int(n), int(m), int(k), &alpha,
-                                                B.data_as<const double>(), int(lb.ld), sb,
-                                                A.data_as<const double>(), int(la.ld), sa, &beta,
-                                                C.data_as<double>(), int(lc.ld), sc, int(batch)));
+    // Note [GEMM precision]: float32 with TF32 allowed, bfloat16, float16; float scalars.
+    const cudaDataType type = dt == kFloat32    ? CUDA_R_32F
+                              : dt == kBFloat16 ? CUDA_R_16BF
+                                                : CUDA_R_16F;
+    const cublasComputeType_t compute =
+        dt == kFloat32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+    OCTO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_b, op_a, int(n), int(m), int(k), &al,
+                                                 B.data, type, int(lb.ld), sb, A.data, type,
+                                                 int(la.ld), sa, &be, C.data, type, int(lc.ld), sc,
+                                                 int(batch), compute, CUBLAS_GEMM_DEFAULT));
   }
   if (!out_direct) cuda_backend().copy(out, C);
 }
