@@ -1,13 +1,13 @@
-// GPU benchmark on cuda:0: SGEMM TFLOP/s (fp32, bf16 if supported) and MLP / CNN training
-// samples/s.
+// GPU benchmark on cuda:0: GEMM TFLOP/s (float32 with TF32 off and on, bfloat16, float16) against
+// the datasheet dense peaks, and training images/s of the examples' models.
 //
-//   ./build/bench/bench_gpu            # about 20 s on an H100/H200
+//   ./build/bench/bench_gpu            # about half a minute on an H100/H200
 //   ./build/bench/bench_gpu --quick    # fewer repeats, no 8192^3
 //
 // Prints one markdown table (the same columns as tools/bench_torch.py) so tools/gpu_check.sh can
-// paste it into its report. Exits 77 (meson's "skipped") when no CUDA device is visible, and 1
-// when a benchmark that should run failed. Features the CUDA backend does not have yet (bfloat16
-// GEMM, conv2d) are tried and reported as "not available", never faked.
+// put the two side by side. Exits 77 (meson's "skipped") when no CUDA device is visible, and 1
+// when a row failed; a failing row (an op the CUDA backend lacks, say) is reported as
+// "failed: <what()>" and the remaining rows still run.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +19,9 @@
 
 #include <octo/octo.h>
 
+#include "examples/cifar10/models.h"
+#include "examples/mnist/models.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/stream.h"
 
 using octo::Tensor;
@@ -27,37 +30,43 @@ namespace F = octo::nn::functional;
 
 namespace {
 
-// Datasheet dense FP32 (non-tensor-core) peak of an H100/H200 SXM: 67 TFLOP/s. The CUDA runtime
-// does not report a peak (cudaGetDeviceProperties has no clock on recent toolkits without the
-// driver API), so this is printed as a datasheet figure, never as a measurement.
-constexpr double kDatasheetFp32Tflops = 67.0;
+// Dense (no sparsity) peak rates of an H100/H200 SXM in TFLOP/s, from NVIDIA's H100 and H200
+// datasheets, which list tensor-core rates "with sparsity" (twice these): FP32 (no tensor cores)
+// 67, TF32 989 sparse, BF16/FP16 1979 sparse. Printed as datasheet figures, never measured.
+constexpr double kPeakFp32 = 67.0;
+constexpr double kPeakTf32 = 494.7;
+constexpr double kPeakBf16 = 989.4;
+constexpr double kPeakFp16 = 989.4;
 
 const octo::Device kGpu("cuda:0");
 bool g_failed = false;
 
 struct Stats {
-  double best = 0, median = 0;
+  double median = 0, best = 0;
 };
 
 Stats stats_of(std::vector<double> v) {  // v: rates, higher is better
   std::sort(v.begin(), v.end());
-  return {v.back(), v[v.size() / 2]};
+  return {v[v.size() / 2], v.back()};
 }
 
 void header() {
-  std::printf("| framework | benchmark | config | best | median | unit | note |\n");
-  std::printf("|---|---|---|---:|---:|---|---|\n");
+  std::printf("| framework | benchmark | config | median | best | unit | %% of peak | note |\n");
+  std::printf("|---|---|---|---:|---:|---|---:|---|\n");
 }
 
-void row(const char* bench, const std::string& config, Stats s, const char* unit,
-         const std::string& note) {
-  std::printf("| octo | %s | %s | %.1f | %.1f | %s | %s |\n", bench, config.c_str(), s.best,
-              s.median, unit, note.c_str());
+void row(const std::string& bench, const std::string& config, Stats s, const char* unit,
+         double peak, const std::string& note) {
+  char pct[32] = "-";
+  if (peak > 0) std::snprintf(pct, sizeof pct, "%.0f%%", 100 * s.median / peak);
+  std::printf("| octo | %s | %s | %.1f | %.1f | %s | %s | %s |\n", bench.c_str(), config.c_str(),
+              s.median, s.best, unit, pct, note.c_str());
   std::fflush(stdout);
 }
 
-void row_na(const char* bench, const std::string& config, const std::string& note) {
-  std::printf("| octo | %s | %s | - | - | - | %s |\n", bench, config.c_str(), note.c_str());
+void row_na(const std::string& bench, const std::string& config, const std::string& note) {
+  std::printf("| octo | %s | %s | - | - | - | - | %s |\n", bench.c_str(), config.c_str(),
+              note.c_str());
   std::fflush(stdout);
 }
 
@@ -69,17 +78,29 @@ std::string one_line(const char* what) {
   return s;
 }
 
-/// TFLOP/s of n x n x n matmuls in `dtype` on cuda:0: `warmup` untimed calls, then `reps` calls
-/// each timed between two CUDA events on the current stream (kernel time, queued back to back).
+/// Runs one row; an exception becomes a "failed: <what()>" row and fails the run.
+void guarded(const std::string& bench, const std::string& config,
+             const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    row_na(bench, config, "failed: " + one_line(e.what()));
+    g_failed = true;
+  }
+}
+
+/// An [n, n] standard-normal matrix of `dtype` on cuda:0 (drawn in float32 and converted there:
+/// never zeros, which can run faster than real data).
+Tensor random_matrix(int64_t n, octo::DType dtype) {
+  Tensor x = octo::randn({n, n}, {.device = kGpu});
+  return dtype == octo::kFloat32 ? x : x.to(dtype);
+}
+
+/// TFLOP/s of n x n x n matmuls in `dtype`: `warmup` untimed calls, then `reps` calls each timed
+/// between two CUDA events on the current stream (kernel time, queued back to back).
 Stats time_matmul(int64_t n, octo::DType dtype, int warmup, int reps) {
   octo::NoGradGuard no_grad;
-  // float32 is drawn on the GPU; other dtypes are converted on the host on the way over, as in
-  // the bfloat16 probe (the CUDA elementwise kernels do not cover every dtype).
-  auto make = [&] {
-    return dtype == octo::kFloat32 ? octo::randn({n, n}, {.device = kGpu})
-                                   : octo::randn({n, n}).to(kGpu, dtype);
-  };
-  Tensor a = make(), b = make();
+  Tensor a = random_matrix(n, dtype), b = random_matrix(n, dtype);
   for (int i = 0; i < warmup; ++i) (void)octo::matmul(a, b);
   octo::synchronize(kGpu);
   std::vector<octo::cuda::Event> start, stop;
@@ -95,203 +116,185 @@ Stats time_matmul(int64_t n, octo::DType dtype, int warmup, int reps) {
   }
   octo::synchronize(kGpu);
   std::vector<double> tflops;
-  double flops = 2.0 * double(n) * double(n) * double(n);
+  const double flops = 2.0 * double(n) * double(n) * double(n);
   for (int i = 0; i < reps; ++i)
     tflops.push_back(flops / (start[i].elapsed_time(stop[i]) * 1e-3) / 1e12);
   return stats_of(tflops);
 }
 
-/// max |gpu - cpu| / max |cpu| of a 256 x 320 x 192 float32 matmul: a wrong kernel must not
-/// produce a fast-looking number unnoticed.
-double check_matmul() {
+/// max |gpu - cpu| / max |cpu| of a 256 x 320 x 192 product of `dtype` inputs (16-bit inputs are
+/// rounded first and multiplied in float32 on the CPU): a wrong kernel must not post a fast
+/// number unnoticed.
+double check_matmul(octo::DType dtype) {
   octo::NoGradGuard no_grad;
-  Tensor a = octo::randn({256, 320}), b = octo::randn({320, 192});
-  Tensor ref = octo::matmul(a, b);
-  Tensor got = octo::matmul(a.to(kGpu), b.to(kGpu)).cpu();
+  Tensor a = octo::randn({256, 320}).to(dtype), b = octo::randn({320, 192}).to(dtype);
+  Tensor ref = octo::matmul(a.to(octo::kFloat32), b.to(octo::kFloat32));
+  Tensor got = octo::matmul(a.to(kGpu), b.to(kGpu)).to(octo::kCPU, octo::kFloat32);
   double diff = octo::max(octo::abs(got - ref)).item<double>();
   double scale = octo::max(octo::abs(ref)).item<double>();
   return diff / scale;
 }
 
-// The MLP of examples/mnist: 784 -> 256 -> 128 -> 10 with ReLU.
-struct Mlp : nn::Cloneable<Mlp> {
-  Mlp() : Cloneable("Mlp") { reset(); }
-  void reset() override {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(784, 256));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(256, 128));
-    fc3 = register_module("fc3", std::make_shared<nn::Linear>(128, 10));
+/// Sets octo::cuda::allow_tf32 for its lifetime, then restores the previous value.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool allow) : previous_(octo::cuda::allow_tf32()) {
+    octo::cuda::set_allow_tf32(allow);
   }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = octo::relu(fc1->forward(x.flatten(1)));
-    return fc3->forward(octo::relu(fc2->forward(h)));
-  }
-  std::shared_ptr<nn::Linear> fc1, fc2, fc3;
+  ~Tf32Scope() { octo::cuda::set_allow_tf32(previous_); }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool previous_;
 };
 
-// LeNet-5 style on 1x28x28 (as examples/mnist --model cnn --no-batchnorm, width 1).
-struct LeNet : nn::Cloneable<LeNet> {
-  LeNet() : Cloneable("LeNet") { reset(); }
-  void reset() override {
-    c1 = register_module("c1",
-                         std::make_shared<nn::Conv2d>(1, 6, 5, nn::Conv2dOptions{.padding = 2}));
-    c2 = register_module("c2", std::make_shared<nn::Conv2d>(6, 16, 5));
-    f1 = register_module("f1", std::make_shared<nn::Linear>(16 * 5 * 5, 120));
-    f2 = register_module("f2", std::make_shared<nn::Linear>(120, 84));
-    f3 = register_module("f3", std::make_shared<nn::Linear>(84, 10));
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = octo::max_pool2d(octo::relu(c1->forward(x)), {2, 2});
-    h = octo::max_pool2d(octo::relu(c2->forward(h)), {2, 2});
-    return f3->forward(octo::relu(f2->forward(octo::relu(f1->forward(h.flatten(1))))));
-  }
-  std::shared_ptr<nn::Conv2d> c1, c2;
-  std::shared_ptr<nn::Linear> f1, f2, f3;
+struct TrainConfig {
+  int warmup = 5;             // untimed steps (cuDNN set-up, allocator warm-up)
+  int steps = 30;             // timed steps
+  double max_seconds = 20.0;  // stop timing early past this (a very slow path still reports)
 };
 
-/// samples/s of a training step (forward, cross-entropy, backward, SGD with momentum) on `device`:
-/// 5 warm-up steps, then `chunks` chunks of `steps` steps, each chunk timed with the wall clock
-/// between two device synchronisations (so the GPU's queue is included, not just the launches).
-Stats time_training(const std::shared_ptr<nn::Module>& model, octo::Device device,
-                    const octo::Shape& input_shape, int chunks, int steps) {
+/// images/s of one training step (forward, cross-entropy, backward, SGD with Nesterov momentum
+/// and weight decay) in float32 on cuda:0, on one random batch of `input_shape` reused every
+/// step: `warmup` untimed steps, then each timed step alone between two device synchronisations
+/// (wall clock); median and best over the timed steps.
+Stats time_training(const std::shared_ptr<nn::Module>& model, const octo::Shape& input_shape,
+                    const F::CrossEntropyOptions& loss_options, const TrainConfig& cfg,
+                    int* timed_steps) {
   octo::manual_seed(0);
-  model->to(device);
+  model->to(kGpu);
+  model->train();
   octo::optim::SGD opt(model->parameters(),
                        {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
-  int64_t batch = input_shape[0];
-  Tensor x = octo::randn(input_shape, {.device = device});
-  Tensor y = octo::randint(0, 10, {batch}, {.dtype = octo::kInt64, .device = device});
+  const int64_t batch = input_shape[0];
+  Tensor x = octo::randn(input_shape, {.device = kGpu});
+  Tensor y = octo::randint(0, 10, {batch}, {.dtype = octo::kInt64, .device = kGpu});
   auto step = [&] {
     opt.zero_grad();
-    Tensor loss = F::cross_entropy(model->forward(x), y);
+    Tensor loss = F::cross_entropy(model->forward(x), y, loss_options);
     loss.backward();
     opt.step();
   };
-  for (int i = 0; i < 5; ++i) step();
-  octo::synchronize(device);
+  for (int i = 0; i < cfg.warmup; ++i) step();
+  octo::synchronize(kGpu);
   std::vector<double> rates;
-  for (int c = 0; c < chunks; ++c) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
-    octo::synchronize(device);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rates.push_back(double(batch) * steps / s);
+  const auto begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < cfg.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    octo::synchronize(kGpu);
+    const auto t1 = std::chrono::steady_clock::now();
+    rates.push_back(double(batch) / std::chrono::duration<double>(t1 - t0).count());
+    if (std::chrono::duration<double>(t1 - begin).count() > cfg.max_seconds) break;
   }
+  *timed_steps = static_cast<int>(rates.size());
   return stats_of(rates);
 }
 
-/// Runs one benchmark section; an unexpected error is reported in the table and fails the run.
-void guarded(const char* bench, const std::string& config, const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const std::exception& e) {
-    row_na(bench, config, "FAILED: " + one_line(e.what()));
-    g_failed = true;
-  }
+/// One training row: the model, its input, its loss options and a note.
+void train_row(const std::string& bench, int64_t batch, const octo::Shape& image,
+               const std::function<std::shared_ptr<nn::Module>()>& make,
+               const F::CrossEntropyOptions& loss_options, const TrainConfig& cfg,
+               const std::string& note) {
+  const std::string config = "batch " + std::to_string(batch);
+  guarded(bench, config, [&] {
+    octo::Shape shape{batch};
+    shape.insert(shape.end(), image.begin(), image.end());
+    int timed = 0;
+    Stats s = time_training(make(), shape, loss_options, cfg, &timed);
+    row(bench, config, s, "images/s", 0, note + "; median of " + std::to_string(timed) + " steps");
+  });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   if (!octo::cuda::is_available()) {
-    std::printf("bench_gpu: no CUDA device visible (octo built with CUDA: %s); skipping\n",
+    std::printf("bench_gpu: no CUDA device visible (octo built with CUDA: %s); nothing measured\n",
                 octo::cuda_hooks().is_built() ? "yes" : "no");
     return 77;
   }
-  std::string name = octo::cuda_hooks().device_name(0);
-  std::printf("bench_gpu: cuda:0 = %s (%d visible GPU(s)), octo %s\n", name.c_str(),
-              octo::cuda::device_count(), OCTO_VERSION);
+  try {
+    const octo::cuda::DeviceInfo g = octo::cuda::device_info(0);
+    std::printf(
+        "bench_gpu: cuda:0 = %s, compute capability %d.%d, %d SMs, SM clock %.0f MHz (peak, "
+        "cudaDevAttrClockRate), memory %.0f GiB, %d-bit bus at %.0f MHz; %d visible GPU(s); "
+        "octo %s\n",
+        g.name.c_str(), g.major, g.minor, g.sm_count, g.sm_clock_mhz, g.memory_gib, g.mem_bus_bits,
+        g.mem_clock_mhz, octo::cuda::device_count(), OCTO_VERSION);
+    const bool hopper =
+        g.name.find("H100") != std::string::npos || g.name.find("H200") != std::string::npos;
+    std::printf(
+        "Peaks: H100/H200 SXM datasheet dense TFLOP/s, not measured: FP32 %.0f, TF32 %.0f, "
+        "BF16 %.0f, FP16 %.0f%s.\n",
+        kPeakFp32, kPeakTf32, kPeakBf16, kPeakFp16,
+        hopper ? "" : " (this GPU is not an H100/H200: the percentages do not apply)");
+  } catch (const std::exception& e) {
+    std::printf("bench_gpu: cannot read the device properties: %s\n", one_line(e.what()).c_str());
+    g_failed = true;
+  }
   std::printf(
-      "FP32 peak: %.0f TFLOP/s dense FP32 is the H100/H200 SXM *datasheet* figure, not a "
-      "measurement%s.\n",
-      kDatasheetFp32Tflops,
-      name.find("H100") != std::string::npos || name.find("H200") != std::string::npos
-          ? ""
-          : " (this GPU is not an H100/H200, so it may not apply)");
-  std::printf(
-      "SGEMM: octo::matmul -> cublasSgemmStridedBatched, CUBLAS_DEFAULT_MATH (no TF32), "
-      "CUDA-event timing per call after warm-up.\n\n");
+      "GEMM: octo::matmul of [n, n] randn matrices; fp32 = cublasSgemmStridedBatched (TF32 off), "
+      "tf32 = CUBLAS_COMPUTE_32F_FAST_TF32 (octo::cuda::set_allow_tf32(true)), bf16/fp16 = "
+      "cublasGemmStridedBatchedEx with float32 compute; CUDA-event time per call after warm-up.\n"
+      "Training: float32, TF32 off, one random batch reused, each step synchronised; SGD lr 0.01 "
+      "momentum 0.9 Nesterov, weight decay 5e-4.\n\n");
   octo::manual_seed(0);
   header();
 
-  guarded("matmul check", "256x320x192 fp32", [] {
-    double rel = check_matmul();
-    bool ok = rel < 1e-4;
-    row_na("matmul check", "256x320x192 fp32",
-           std::string(ok ? "ok" : "FAILED") + ": max|gpu-cpu|/max|cpu| = " + std::to_string(rel));
-    if (!ok) g_failed = true;
-  });
-
-  std::vector<int64_t> sizes =
-      quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 8192};
-  for (int64_t n : sizes) {
-    std::string config = std::to_string(n) + "^3";
-    guarded("sgemm fp32", config, [&] {
-      int reps = n <= 4096 ? (quick ? 10 : 30) : 10;
-      Stats s = time_matmul(n, octo::kFloat32, 3, reps);
-      char note[96];
-      std::snprintf(note, sizeof note, "best = %.0f%% of datasheet %.0f",
-                    100 * s.best / kDatasheetFp32Tflops, kDatasheetFp32Tflops);
-      row("sgemm fp32", config, s, "TFLOP/s", note);
+  for (octo::DType dt : {octo::kFloat32, octo::kBFloat16}) {
+    const std::string name = std::string("matmul check ") + std::string(octo::dtype_name(dt));
+    guarded(name, "256x320x192", [&] {
+      const double rel = check_matmul(dt);
+      // float32: summation order only; 16-bit: one rounding of the output (2^-8 for bfloat16).
+      const bool ok = rel < (dt == octo::kFloat32 ? 1e-4 : 1e-2);
+      row_na(name, "256x320x192",
+             std::string(ok ? "ok" : "FAILED") +
+                 ": max abs(gpu - cpu) / max abs(cpu) = " + std::to_string(rel));
+      if (!ok) g_failed = true;
     });
   }
 
-  // bfloat16: probe with a small product first; the CUDA backend's bmm is float32/float64 only
-  // today, so this is expected to report "not supported" until a bf16 GEMM path exists.
-  bool bf16 = false;
-  try {
-    octo::NoGradGuard no_grad;
-    Tensor a = octo::randn({64, 64}).to(kGpu, octo::kBFloat16);
-    (void)octo::matmul(a, a);
-    octo::synchronize(kGpu);
-    bf16 = true;
-  } catch (const octo::Error& e) {
-    row_na("matmul bf16", "-", "not supported by octo's CUDA backend: " + one_line(e.what()));
-  }
-  if (bf16) {
+  struct Gemm {
+    const char* bench;
+    octo::DType dtype;
+    bool tf32;
+    double peak;
+  };
+  const Gemm gemms[] = {{"gemm fp32", octo::kFloat32, false, kPeakFp32},
+                        {"gemm tf32", octo::kFloat32, true, kPeakTf32},
+                        {"gemm bf16", octo::kBFloat16, false, kPeakBf16},
+                        {"gemm fp16", octo::kFloat16, false, kPeakFp16}};
+  const std::vector<int64_t> sizes =
+      quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 8192};
+  for (const Gemm& gm : gemms) {
     for (int64_t n : sizes) {
-      std::string config = std::to_string(n) + "^3";
-      guarded("matmul bf16", config, [&] {
-        row("matmul bf16", config, time_matmul(n, octo::kBFloat16, 3, 10), "TFLOP/s", "");
+      const std::string config = std::to_string(n) + "^3";
+      guarded(gm.bench, config, [&] {
+        Tf32Scope tf32(gm.tf32);
+        const int reps = quick ? 10 : (n <= 4096 ? 30 : 10);
+        Stats s = time_matmul(n, gm.dtype, 3, reps);
+        char note[64];
+        std::snprintf(note, sizeof note, "%% of the %.0f TFLOP/s datasheet peak", gm.peak);
+        row(gm.bench, config, s, "TFLOP/s", gm.peak, note);
       });
     }
   }
 
-  int chunks = quick ? 3 : 5;
-  for (int64_t batch : {64, 512}) {
-    std::string config = "batch " + std::to_string(batch);
-    guarded("mlp train cuda:0", config, [&] {
-      Stats s = time_training(std::make_shared<Mlp>(), kGpu, {batch, 784}, chunks, 50);
-      row("mlp train cuda:0", config, s, "samples/s", "784-256-128-10, CE, SGD nesterov");
-    });
-  }
-  {
-    int threads = octo::get_num_threads();
-    std::string config = "batch 512";
-    guarded("mlp train cpu", config, [&] {
-      Stats s = time_training(std::make_shared<Mlp>(), octo::kCPU, {512, 784}, 3, 10);
-      row("mlp train cpu", config, s, "samples/s",
-          "same step, " + std::to_string(threads) + " CPU threads");
-    });
-  }
-
-  // CNN: conv2d / pooling / batch norm have no CUDA kernels yet (cuDNN pending); report that
-  // instead of a number. If they appear, this times them without any change here.
-  {
-    std::string config = "LeNet batch 64";
-    try {
-      Stats s = time_training(std::make_shared<LeNet>(), kGpu, {64, 1, 28, 28}, chunks, 20);
-      row("cnn train cuda:0", config, s, "samples/s", "LeNet-5 1x28x28, no BN");
-    } catch (const octo::NotImplementedError& e) {
-      std::string what = one_line(e.what());
-      row_na("cnn train cuda:0", config,
-             what.find("conv2d") != std::string::npos
-                 ? "not available: conv2d has no CUDA kernel yet (" + what + ")"
-                 : "not available: " + what);
-    } catch (const std::exception& e) {
-      row_na("cnn train cuda:0", config, "FAILED: " + one_line(e.what()));
-      g_failed = true;
-    }
-  }
+  TrainConfig cfg;
+  if (quick) cfg.steps = 10;
+  train_row(
+      "train mnist cnn", 128, {1, 28, 28},
+      [] { return std::make_shared<examples::LeNet>(2, true); }, {}, cfg,
+      "examples/mnist LeNet width 2 + BN, 1x28x28");
+  train_row(
+      "train cifar10 resnet9", 512, {3, 32, 32},
+      [] { return std::make_shared<examples::ResNet9>(16); }, {.label_smoothing = 0.2}, cfg,
+      "examples/cifar10 ResNet-9 width 16, 3x32x32, label smoothing 0.2");
+  train_row(
+      "train mnist mlp", 512, {784}, [] { return std::make_shared<examples::Mlp>(); }, {}, cfg,
+      "examples/mnist MLP 784-256-128-10");
   return g_failed ? 1 : 0;
 }
