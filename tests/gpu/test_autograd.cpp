@@ -1,5 +1,6 @@
 // Every differentiable op on cuda:0 against the same op on the CPU, forward and backward: one
 // table of ops, each run on random float64 and float32 inputs, contiguous and as strided views.
+#include "gpu/gpu_helpers.h"
 #include "gpu/gpu_main.h"
 
 #include <octo/octo.h>
@@ -16,15 +17,9 @@ using octo::Shape;
 using octo::Tensor;
 namespace F = octo::nn::functional;
 
+using namespace gpu_test;
+
 namespace {
-
-const Device kGpu(DeviceType::CUDA, 0);
-
-std::vector<double> values(const Tensor& t) {
-  Tensor c = t.to(octo::kCPU, octo::kFloat64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return std::vector<double>(p, p + c.numel());
-}
 
 /// Largest |gpu - cpu| / (atol + rtol * |cpu|) over the elements; <= 1 means they match. NaNs must
 /// sit in the same places.

@@ -1,5 +1,6 @@
 // cuDNN paths of the CUDA backend against the CPU backend: conv2d and batch norm, forward and
 // backward, strided arguments, the conv algorithm cache, TF32, and the errors cuDNN's limits cause.
+#include "gpu/gpu_helpers.h"
 #include "gpu/gpu_main.h"
 
 #include <octo/octo.h>
@@ -18,31 +19,9 @@ using octo::DType;
 using octo::Shape;
 using octo::Tensor;
 
+using namespace gpu_test;
+
 namespace {
-
-const Device kGpu(DeviceType::CUDA, 0);
-
-/// t's values as doubles in row-major order (moved to the CPU first).
-std::vector<double> values(const Tensor& t) {
-  Tensor c = t.to(octo::kCPU, octo::kFloat64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return std::vector<double>(p, p + c.numel());
-}
-
-/// gpu (a CUDA tensor) equals cpu within atol + rtol * |cpu| elementwise.
-void check_match(const Tensor& gpu, const Tensor& cpu, double rtol, double atol) {
-  REQUIRE(gpu.defined());
-  REQUIRE(cpu.defined());
-  REQUIRE(gpu.device() == kGpu);
-  REQUIRE(cpu.device() == octo::kCPU);
-  REQUIRE(gpu.sizes() == cpu.sizes());
-  REQUIRE(gpu.dtype() == cpu.dtype());
-  const std::vector<double> g = values(gpu), c = values(cpu);
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i << ": gpu " << g[i] << " cpu " << c[i]);
-    CHECK(std::abs(g[i] - c[i]) <= atol + rtol * std::abs(c[i]));
-  }
-}
 
 /// float64 must agree to rounding; float32 to 1e-4 relative (different summation orders).
 double tol(DType dtype) { return dtype == octo::kFloat32 ? 1e-4 : 1e-10; }

@@ -1,6 +1,7 @@
 // NCCL collectives and the CUDA paths of parallel::comm: nccl::broadcast / reduce against the
 // CPU, broadcast_coalesced / reduce_add_coalesced through NCCL against the copy path (OCTO_NCCL=0),
 // and DataParallel on two GPUs against one. Multi-GPU cases need cuda:0 and cuda:1.
+#include "gpu/gpu_helpers.h"
 #include "gpu/gpu_main.h"
 
 #include <octo/octo.h>
@@ -26,6 +27,8 @@ using octo::Tensor;
 namespace comm = octo::parallel::comm;
 namespace nccl = octo::cuda::nccl;
 
+using namespace gpu_test;
+
 namespace {
 
 const Device kGpu0("cuda:0");
@@ -48,11 +51,6 @@ Tensor random_cpu(const Shape& shape, DType dtype, uint32_t seed) {
   std::vector<double> v(size_t(octo::detail::shape_numel(shape)));
   for (double& x : v) x = double(rng() % 100);
   return octo::tensor(v, shape, {.dtype = dtype});
-}
-
-/// Any tensor's elements in row-major order, as doubles, read on the CPU.
-std::vector<double> values(const Tensor& t) {
-  return t.to(octo::kCPU, octo::kFloat64).to_vector<double>();
 }
 
 /// What summing a and b gives in `dtype` (Add is logical or for bool).

@@ -1,6 +1,7 @@
 // CUDA backend primitives against the CPU backend: elementwise (broadcast, non-contiguous, int64,
 // bool), random (same seed -> same numbers), matmul/bmm (transposed and broadcast operands),
 // reductions, softmax forward/backward, indexing, MLP gradients, and the dtypes not built.
+#include "gpu/gpu_helpers.h"
 #include "gpu/gpu_main.h"
 
 #include <octo/octo.h>
@@ -16,35 +17,9 @@ using octo::DType;
 using octo::Shape;
 using octo::Tensor;
 
+using namespace gpu_test;
+
 namespace {
-
-const Device kGpu(DeviceType::CUDA, 0);
-
-/// t's values as doubles in row-major order (moved to the CPU first).
-std::vector<double> values(const Tensor& t) {
-  Tensor c = t.to(octo::kCPU, octo::kFloat64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return std::vector<double>(p, p + c.numel());
-}
-
-/// gpu (a CUDA tensor) equals cpu within rtol/atol elementwise (NaNs match NaNs); exact if 0.
-void check_match(const Tensor& gpu, const Tensor& cpu, double rtol = 0, double atol = 0) {
-  REQUIRE(gpu.device() == kGpu);
-  REQUIRE(cpu.device() == octo::kCPU);
-  REQUIRE(gpu.sizes() == cpu.sizes());
-  REQUIRE(gpu.dtype() == cpu.dtype());
-  const std::vector<double> g = values(gpu), c = values(cpu);
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (std::isnan(c[i])) {
-      CHECK(std::isnan(g[i]));
-    } else if (rtol == 0 && atol == 0) {
-      CHECK(g[i] == c[i]);
-    } else {
-      INFO("element " << i << ": gpu " << g[i] << " cpu " << c[i]);
-      CHECK(std::abs(g[i] - c[i]) <= atol + rtol * std::abs(c[i]));
-    }
-  }
-}
 
 Tensor randn_cpu(const Shape& shape, DType dtype = octo::kFloat64) {
   return octo::randn(shape, {.dtype = dtype});

@@ -9,6 +9,7 @@
 // arithmetic at all, are compared exactly; sums (average pooling, every backward) are held to
 // 1e-12 relative for float64 and 1e-6 for float32, the accuracy the kernels promise, so that a
 // different but still correctly rounded summation would not count as a failure.
+#include "gpu/gpu_helpers.h"
 #include "gpu/gpu_main.h"
 
 #include <octo/octo.h>
@@ -28,39 +29,11 @@ using octo::Shape;
 using octo::Tensor;
 using octo::kernels::Pool2dParams;
 
+using namespace gpu_test;
+
 namespace {
 
-const Device kGpu(DeviceType::CUDA, 0);
-
-std::vector<double> values(const Tensor& t) {
-  Tensor c = t.to(octo::kCPU, octo::kFloat64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return std::vector<double>(p, p + c.numel());
-}
-
 double rtol_for(DType dtype) { return dtype == octo::kFloat64 ? 1e-12 : 1e-6; }
-
-/// gpu (on cuda:0) equals cpu elementwise within |g - c| <= rtol * max(1, |c|); rtol 0: exactly.
-/// NaNs must sit in the same places. Counts mismatches, so that large tensors stay cheap to check.
-void check_match(const Tensor& gpu, const Tensor& cpu, double rtol) {
-  REQUIRE(gpu.device() == kGpu);
-  REQUIRE(cpu.device() == octo::kCPU);
-  REQUIRE(gpu.sizes() == cpu.sizes());
-  REQUIRE(gpu.dtype() == cpu.dtype());
-  const std::vector<double> g = values(gpu), c = values(cpu);
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(c[i]) || std::isnan(g[i]))
-      ok = std::isnan(c[i]) && std::isnan(g[i]);
-    else
-      ok = g[i] == c[i] || std::abs(g[i] - c[i]) <= rtol * std::max(1.0, std::abs(c[i]));
-    if (!ok && bad++ == 0) first = i;
-  }
-  INFO(bad << " of " << g.size() << " elements differ; first at " << first << ": gpu "
-           << (bad ? g[first] : 0.0) << " cpu " << (bad ? c[first] : 0.0));
-  CHECK(bad == 0);
-}
 
 /// Integer tensors (argmax indices) equal exactly.
 void check_equal_int(const Tensor& gpu, const Tensor& cpu) {
@@ -136,13 +109,14 @@ void compare_op(const char* what, const Case& c, DType dtype, bool with_nan, boo
   auto view = [&](const Tensor& t) { return channels_last ? t.permute({0, 3, 1, 2}) : t; };
   Tensor y_cpu = pool(view(leaf_cpu)), y_gpu = pool(view(leaf_gpu));
   // max pooling's values are copied, not computed: exact; averages are sums.
-  check_match(y_gpu, y_cpu, std::string(what) == "max" ? 0.0 : rtol_for(dtype));
+  check_match(y_gpu, y_cpu, std::string(what) == "max" ? 0.0 : rtol_for(dtype),
+              std::string(what) == "max" ? 0.0 : rtol_for(dtype));
 
   const Tensor gy = octo::randn(y_cpu.sizes(), {.dtype = dtype});
   y_cpu.backward(gy);
   y_gpu.backward(gy.to(kGpu));
   REQUIRE(leaf_gpu.grad().defined());
-  check_match(leaf_gpu.grad(), leaf_cpu.grad(), rtol_for(dtype));
+  check_match(leaf_gpu.grad(), leaf_cpu.grad(), rtol_for(dtype), rtol_for(dtype));
 }
 
 /// t filled with NaN: outputs the kernels must overwrite in full.
@@ -199,7 +173,7 @@ TEST_CASE("cuda pooling primitives write every output, indices equal the cpu's",
             octo::full({ys[0], ys[2], ys[3], ys[1]}, -7, {.dtype = octo::kInt64, .device = kGpu})
                 .permute({0, 3, 1, 2});
         gpu.max_pool2d_forward(yg.arg(), idxg.arg(), xg.arg(), p);
-        check_match(yg, y, 0.0);
+        check_match(yg, y, 0.0, 0.0);
         check_equal_int(idxg, idx);
 
         const Tensor gy = octo::randn(ys, {.dtype = dtype});
@@ -208,7 +182,7 @@ TEST_CASE("cuda pooling primitives write every output, indices equal the cpu's",
         Tensor gxg = nan_channels_last(xs, dtype, kGpu);
         const Tensor gyg = gy.to(kGpu);
         gpu.max_pool2d_backward(gxg.arg(), gyg.arg(), idxg.arg(), p);
-        check_match(gxg, gx, rtol_for(dtype));
+        check_match(gxg, gx, rtol_for(dtype), rtol_for(dtype));
 
         if (c.dilated()) continue;
         const Shape as = c.avg(x).sizes();
@@ -216,7 +190,7 @@ TEST_CASE("cuda pooling primitives write every output, indices equal the cpu's",
         cpu.avg_pool2d_forward(a.arg(), x.arg(), p);
         Tensor ag = nan_channels_last(as, dtype, kGpu);
         gpu.avg_pool2d_forward(ag.arg(), xg.arg(), p);
-        check_match(ag, a, rtol_for(dtype));
+        check_match(ag, a, rtol_for(dtype), rtol_for(dtype));
 
         // a strided grad_out: [N, C, OW, OH] storage, transposed
         const Tensor ga =
@@ -226,7 +200,7 @@ TEST_CASE("cuda pooling primitives write every output, indices equal the cpu's",
         cpu.avg_pool2d_backward(gxa.arg(), ga.arg(), p);
         Tensor gxag = nan_filled(xs, dtype, kGpu);
         gpu.avg_pool2d_backward(gxag.arg(), gag.arg(), p);
-        check_match(gxag, gxa, rtol_for(dtype));
+        check_match(gxag, gxa, rtol_for(dtype), rtol_for(dtype));
       }
     }
   }
@@ -243,12 +217,12 @@ TEST_CASE("cuda pooling handles an empty batch", "[cuda][pool]") {
     Tensor a_gpu = octo::avg_pool2d(x_gpu, {2, 2});
     REQUIRE(m_gpu.sizes() == Shape{0, 3, 3, 3});
     REQUIRE(a_gpu.sizes() == Shape{0, 3, 3, 3});
-    check_match(m_gpu, m_cpu, 0.0);
-    check_match(a_gpu, a_cpu, 0.0);
+    check_match(m_gpu, m_cpu, 0.0, 0.0);
+    check_match(a_gpu, a_cpu, 0.0, 0.0);
     octo::add(octo::sum(m_gpu), octo::sum(a_gpu)).backward();
     octo::add(octo::sum(m_cpu), octo::sum(a_cpu)).backward();
     REQUIRE(x_gpu.grad().defined());
-    check_match(x_gpu.grad(), x_cpu.grad(), 0.0);
+    check_match(x_gpu.grad(), x_cpu.grad(), 0.0, 0.0);
   }
 }
 
