@@ -5,6 +5,8 @@
 // relative and float32 4 ulps, and each test case reports the largest difference it saw.
 #include "gpu/gpu_main.h"
 
+#include "optim/fused_configs.h"
+
 #include <octo/octo.h>
 
 #include <algorithm>
@@ -21,6 +23,8 @@
 using namespace optim_test;
 using octo::Device;
 using octo::DeviceType;
+
+using namespace fused_configs;
 
 namespace {
 
@@ -108,36 +112,6 @@ void compare_devices(const Options& o, octo::DType dt, int steps, bool transpose
       }
     }
   }
-}
-
-const std::vector<optim::SGDOptions> kSgdConfigs = {
-    {.lr = 0.1},
-    {.lr = 0.1, .maximize = true},
-    {.lr = 0.2, .weight_decay = 0.1},
-    {.lr = 0.1, .momentum = 0.9},
-    {.lr = 0.05, .momentum = 0.9, .dampening = 0.5},
-    {.lr = 0.1, .momentum = 0.9, .nesterov = true},
-    {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.1, .maximize = true},
-    {.lr = 0.1, .momentum = 0.8, .weight_decay = 0.05, .nesterov = true, .maximize = true},
-};
-
-const std::vector<optim::AdamOptions> kAdamConfigs = {
-    {},
-    {.lr = 0.01, .weight_decay = 0.1},
-    {.lr = 0.01, .amsgrad = true},
-    {.lr = 0.01, .maximize = true},
-    {.lr = 0.02, .betas = {0.8, 0.99}, .eps = 1e-6, .weight_decay = 0.05, .amsgrad = true},
-    {.lr = 0.01, .betas = {0.5, 0.9}, .weight_decay = 0.01, .amsgrad = true, .maximize = true},
-    {.lr = 0.01, .betas = {0.0, 0.0}, .eps = 1e-3},
-};
-
-optim::AdamWOptions as_adamw(const optim::AdamOptions& a) {
-  return {.lr = a.lr,
-          .betas = a.betas,
-          .eps = a.eps,
-          .weight_decay = a.weight_decay,
-          .amsgrad = a.amsgrad,
-          .maximize = a.maximize};
 }
 
 void report(const std::string& what, const Measured& m) {
