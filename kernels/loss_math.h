@@ -18,7 +18,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/error.h"
 #include "core/macros.h"
+#include "kernels/tensor_arg.h"
 
 namespace octo::kernels::ce {
 
@@ -92,6 +94,45 @@ OCTO_HOST_DEVICE inline T grad_element(T x, T lse, bool is_target, double w_c, d
   double coef = is_target ? (1.0 - e) * w_y : 0.0;
   if (e > 0) coef += e / static_cast<double>(classes) * w_c;
   return static_cast<T>(grad_loss * (p * s - coef));
+}
+
+// --- the primitives' argument contract (backend.h), checked by both backends on the host ------
+
+/// float32/float64 logits (else NotImplementedError), int64 targets, weight of the logits' dtype.
+inline void check_dtypes(const TensorArg& logits, const TensorArg& target, const TensorArg& weight,
+                         const char* op) {
+  if (logits.dtype != kFloat32 && logits.dtype != kFloat64) {
+    OCTO_THROW(NotImplementedError, op, ": not implemented for logits of dtype ", logits.dtype,
+               " (float32 and float64 are)");
+  }
+  OCTO_INTERNAL_ASSERT(target.dtype == kInt64);
+  OCTO_INTERNAL_ASSERT(weight.data == nullptr || weight.dtype == logits.dtype);
+}
+
+/// Shapes and dtypes of cross_entropy_forward's arguments.
+inline void check_forward_args(const TensorArg& loss, const TensorArg& lse, const TensorArg& logits,
+                               const TensorArg& target, const TensorArg& weight) {
+  OCTO_INTERNAL_ASSERT(logits.ndim == 2 && target.ndim == 1 && loss.ndim == 1 && lse.ndim == 1);
+  const int64_t n = logits.sizes[0], classes = logits.sizes[1];
+  OCTO_INTERNAL_ASSERT(target.sizes[0] == n && loss.sizes[0] == n && lse.sizes[0] == n);
+  OCTO_INTERNAL_ASSERT(weight.data == nullptr || (weight.ndim == 1 && weight.sizes[0] == classes));
+  check_dtypes(logits, target, weight, "cross_entropy_forward");
+  OCTO_INTERNAL_ASSERT(loss.dtype == logits.dtype && lse.dtype == logits.dtype);
+}
+
+/// Shapes and dtypes of cross_entropy_backward's arguments.
+inline void check_backward_args(const TensorArg& grad_logits, const TensorArg& grad_loss,
+                                const TensorArg& logits, const TensorArg& lse,
+                                const TensorArg& target, const TensorArg& weight) {
+  OCTO_INTERNAL_ASSERT(logits.ndim == 2 && grad_logits.ndim == 2 && target.ndim == 1 &&
+                       grad_loss.ndim == 1 && lse.ndim == 1);
+  const int64_t n = logits.sizes[0], classes = logits.sizes[1];
+  OCTO_INTERNAL_ASSERT(grad_logits.sizes[0] == n && grad_logits.sizes[1] == classes &&
+                       target.sizes[0] == n && grad_loss.sizes[0] == n && lse.sizes[0] == n);
+  OCTO_INTERNAL_ASSERT(weight.data == nullptr || (weight.ndim == 1 && weight.sizes[0] == classes));
+  check_dtypes(logits, target, weight, "cross_entropy_backward");
+  OCTO_INTERNAL_ASSERT(grad_logits.dtype == logits.dtype && grad_loss.dtype == logits.dtype &&
+                       lse.dtype == logits.dtype);
 }
 
 }  // namespace octo::kernels::ce

@@ -157,27 +157,13 @@ unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>(std::min<int64_t>(rows, kMaxRowBlocks));
 }
 
-void check_dtypes(const TensorArg& logits, const TensorArg& target, const TensorArg& weight,
-                  const char* op) {
-  if (logits.dtype != kFloat32 && logits.dtype != kFloat64) {
-    OCTO_THROW(NotImplementedError, op, ": not implemented for logits of dtype ", logits.dtype,
-               " (float32 and float64 are)");
-  }
-  OCTO_INTERNAL_ASSERT(target.dtype == kInt64);
-  OCTO_INTERNAL_ASSERT(weight.data == nullptr || weight.dtype == logits.dtype);
-}
-
 }  // namespace
 
 void CudaBackend::cross_entropy_forward(const TensorArg& loss, const TensorArg& lse,
                                         const TensorArg& logits, const TensorArg& target,
                                         const TensorArg& weight, const CrossEntropyParams& p) {
-  OCTO_INTERNAL_ASSERT(logits.ndim == 2 && target.ndim == 1 && loss.ndim == 1 && lse.ndim == 1);
+  ce::check_forward_args(loss, lse, logits, target, weight);
   const int64_t n = logits.sizes[0], classes = logits.sizes[1];
-  OCTO_INTERNAL_ASSERT(target.sizes[0] == n && loss.sizes[0] == n && lse.sizes[0] == n);
-  OCTO_INTERNAL_ASSERT(weight.data == nullptr || (weight.ndim == 1 && weight.sizes[0] == classes));
-  check_dtypes(logits, target, weight, "cross_entropy_forward");
-  OCTO_INTERNAL_ASSERT(loss.dtype == logits.dtype && lse.dtype == logits.dtype);
   if (n == 0) return;
   const int dev = logits.device.index();
   cuda::detail::CudaDeviceScope scope(dev);
@@ -203,15 +189,8 @@ void CudaBackend::cross_entropy_backward(const TensorArg& grad_logits, const Ten
                                          const TensorArg& logits, const TensorArg& lse,
                                          const TensorArg& target, const TensorArg& weight,
                                          const CrossEntropyParams& p) {
-  OCTO_INTERNAL_ASSERT(logits.ndim == 2 && grad_logits.ndim == 2 && target.ndim == 1 &&
-                       grad_loss.ndim == 1 && lse.ndim == 1);
+  ce::check_backward_args(grad_logits, grad_loss, logits, lse, target, weight);
   const int64_t n = logits.sizes[0], classes = logits.sizes[1];
-  OCTO_INTERNAL_ASSERT(grad_logits.sizes[0] == n && grad_logits.sizes[1] == classes &&
-                       target.sizes[0] == n && grad_loss.sizes[0] == n && lse.sizes[0] == n);
-  OCTO_INTERNAL_ASSERT(weight.data == nullptr || (weight.ndim == 1 && weight.sizes[0] == classes));
-  check_dtypes(logits, target, weight, "cross_entropy_backward");
-  OCTO_INTERNAL_ASSERT(grad_logits.dtype == logits.dtype && grad_loss.dtype == logits.dtype &&
-                       lse.dtype == logits.dtype);
   if (n == 0 || classes == 0) return;
   const int dev = logits.device.index();
   cuda::detail::CudaDeviceScope scope(dev);
