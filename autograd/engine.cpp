@@ -55,6 +55,7 @@ struct GraphTask {
   // grad(): (node, input_nr) -> index into captured
   std::map<std::pair<Node*, int>, size_t> captures;
   TensorList captured;
+  std::vector<std::function<void()>> final_callbacks;  // queue_callback()
 
   void add_to_buffer(const std::shared_ptr<Node>& node, int input_nr, const Tensor& g) {
     TensorList& buf = buffers[node.get()];
@@ -70,6 +71,29 @@ struct GraphTask {
   }
   bool done() const { return remaining == 0 || error != nullptr; }
 };
+
+/// The task whose nodes the calling thread is running (for queue_callback).
+thread_local GraphTask* current_task = nullptr;
+
+struct CurrentTask {
+  GraphTask* previous;
+  explicit CurrentTask(GraphTask* task) : previous(current_task) { current_task = task; }
+  ~CurrentTask() { current_task = previous; }
+};
+
+/// Runs the callbacks hooks queued during the pass, on the caller's thread, after the last node.
+void run_final_callbacks(GraphTask& task) {
+  for (size_t i = 0;; ++i) {
+    std::function<void()> cb;
+    {
+      std::lock_guard<std::mutex> lock(task.mutex);
+      if (i >= task.final_callbacks.size()) break;
+      cb = std::move(task.final_callbacks[i]);
+    }
+    CurrentTask scope(&task);  // a callback may queue another
+    cb();
+  }
+}
 
 /// Counts, for each node reachable from the roots, how many edges lead into it.
 std::vector<Node*> count_dependencies(GraphTask& task,
@@ -132,6 +156,7 @@ void propagate(GraphTask& task, const std::shared_ptr<Node>& node, const TensorL
 
 /// Single-device (or nested) execution on the calling thread, in global tape order.
 void run_inline(GraphTask& task) {
+  CurrentTask scope(&task);
   while (!task.done()) {
     std::shared_ptr<Node> node;
     for (auto& [device, q] : task.ready) {
@@ -150,6 +175,7 @@ void run_inline(GraphTask& task) {
 void drain_device(GraphTask& task, Device device) {
   NoGradGuard no_grad;
   TraceSpan span("backward", device);
+  CurrentTask scope(&task);
   std::unique_lock<std::mutex> lock(task.mutex);
   while (true) {
     task.cv.wait(lock, [&] { return task.done() || !task.ready[device].empty(); });
@@ -235,9 +261,18 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
   } else {
     run_threaded(task, devices);
   }
+  NoGradGuard no_grad;
+  run_final_callbacks(task);
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  OCTO_CHECK(current_task != nullptr,
+             "autograd::queue_callback: called outside a backward pass (call it from a hook)");
+  std::lock_guard<std::mutex> lock(current_task->mutex);
+  current_task->final_callbacks.push_back(std::move(callback));
+}
 
 void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph) {
   GraphTask task;

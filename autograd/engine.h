@@ -1,6 +1,8 @@
 // The engine: replays the tape backwards from some roots, accumulating into leaves or capturing.
 #pragma once
 
+#include <functional>
+
 #include "autograd/node.h"
 
 namespace octo::autograd {
@@ -16,5 +18,11 @@ void backward(const TensorList& roots, const TensorList& grad_roots = {},
 TensorList grad(const TensorList& roots, const TensorList& inputs,
                 const TensorList& grad_roots = {}, bool retain_graph = false,
                 bool allow_unused = false);
+
+/// Runs `callback` once the backward pass now running has finished its last node, on the thread
+/// that called backward() and before backward() returns (torch's queue_callback). Only valid
+/// inside a backward pass, i.e. from a hook; DistributedDataParallel waits for its all-reduces
+/// there. Callbacks run in the order queued; an exception from one ends backward() with it.
+void queue_callback(std::function<void()> callback);
 
 }  // namespace octo::autograd

@@ -18,6 +18,7 @@ namespace {
 struct Span {
   std::string name;
   Device device;
+  std::string lane;
   int64_t start_us, end_us, bytes;
 };
 
@@ -25,6 +26,8 @@ struct Tracer {
   std::mutex mutex;
   std::atomic<bool> enabled{false};
   std::string path;
+  int process_id = -1;  // set_trace_process(); -1: a single-process trace
+  std::string process_label;
   std::vector<Span> spans;
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   static constexpr size_t kMaxSpans = 1'000'000;  // a bound on memory for long runs
@@ -49,32 +52,52 @@ Tracer& tracer() {
   return *t;
 }
 
-void write_json(const std::string& path, const std::vector<Span>& spans) {
+/// trace.json -> trace.rank1.json for process 1 (no change for a single-process trace).
+std::string process_path(const std::string& path, int process_id) {
+  if (process_id < 0) return path;
+  std::string tag = ".rank" + std::to_string(process_id);
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + tag;
+  return path.substr(0, dot) + tag + path.substr(dot);
+}
+
+void write_json(const std::string& path, const std::vector<Span>& spans, int process_id,
+                const std::string& process_label) {
   FILE* f = std::fopen(path.c_str(), "w");
   OCTO_CHECK_IO(f != nullptr, "trace: cannot write '", path, "'");
-  // One "thread" row per device, sorted cpu:0, cpu:1, ..., cuda:0, ...
-  std::map<Device, int> rows;
-  for (const Span& s : spans) rows.emplace(s.device, 0);
+  const int pid = process_id < 0 ? 1 : process_id;
+  // One "thread" row per device and lane, sorted cpu:0, cpu:0 comm, cpu:1, ..., cuda:0, ...
+  std::map<std::pair<Device, std::string>, int> rows;
+  for (const Span& s : spans) rows.emplace(std::make_pair(s.device, s.lane), 0);
   int next = 0;
-  for (auto& [d, id] : rows) id = next++;
+  for (auto& [key, id] : rows) id = next++;
   std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
   bool first = true;
-  for (const auto& [d, id] : rows) {
+  if (process_id >= 0) {
     std::fprintf(f,
-                 "%s{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"name\": \"thread_name\", "
+                 "{\"ph\": \"M\", \"pid\": %d, \"name\": \"process_name\", "
                  "\"args\": {\"name\": \"%s\"}}",
-                 first ? "" : ",\n", id, d.str().c_str());
+                 pid, process_label.c_str());
+    first = false;
+  }
+  for (const auto& [key, id] : rows) {
+    std::string row = key.first.str() + (key.second.empty() ? "" : " " + key.second);
     std::fprintf(f,
-                 ",\n{\"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"name\": \"thread_sort_index\", "
+                 "%s{\"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"name\": \"thread_name\", "
+                 "\"args\": {\"name\": \"%s\"}}",
+                 first ? "" : ",\n", pid, id, row.c_str());
+    std::fprintf(f,
+                 ",\n{\"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"name\": \"thread_sort_index\", "
                  "\"args\": {\"sort_index\": %d}}",
-                 id, id);
+                 pid, id, id);
     first = false;
   }
   for (const Span& s : spans) {
     std::fprintf(f,
-                 "%s{\"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"name\": \"%s\", \"ts\": %lld, "
+                 "%s{\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"name\": \"%s\", \"ts\": %lld, "
                  "\"dur\": %lld, \"args\": {\"device\": \"%s\", \"bytes\": %lld}}",
-                 first ? "" : ",\n", rows[s.device], s.name.c_str(),
+                 first ? "" : ",\n", pid, rows[std::make_pair(s.device, s.lane)], s.name.c_str(),
                  static_cast<long long>(s.start_us),
                  static_cast<long long>(std::max<int64_t>(s.end_us - s.start_us, 1)),
                  s.device.str().c_str(), static_cast<long long>(s.bytes));
@@ -100,15 +123,27 @@ int64_t stop_trace() {
   std::lock_guard<std::mutex> lock(t.mutex);
   if (!t.enabled) return 0;
   t.enabled = false;
-  write_json(t.path, t.spans);
+  write_json(process_path(t.path, t.process_id), t.spans, t.process_id, t.process_label);
   auto n = static_cast<int64_t>(t.spans.size());
   t.spans.clear();
   return n;
 }
 
+void set_trace_process(int id, const std::string& label) {
+  Tracer& t = tracer();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.process_id = id;
+  t.process_label = label;
+}
+
 bool trace_enabled() { return tracer().enabled.load(std::memory_order_relaxed); }
 
 TraceSpan::TraceSpan(const char* name, Device device) : name_(name), device_(device) {
+  if (trace_enabled()) start_us_ = tracer().now_us();
+}
+
+TraceSpan::TraceSpan(std::string name, Device device, std::string lane)
+    : name_(std::move(name)), device_(device), lane_(std::move(lane)) {
   if (trace_enabled()) start_us_ = tracer().now_us();
 }
 
@@ -118,7 +153,7 @@ TraceSpan::~TraceSpan() {
   int64_t end = t.now_us();
   std::lock_guard<std::mutex> lock(t.mutex);
   if (t.enabled && t.spans.size() < Tracer::kMaxSpans)
-    t.spans.push_back({name_, device_, start_us_, end, bytes_});
+    t.spans.push_back({name_, device_, lane_, start_us_, end, bytes_});
 }
 
 }  // namespace octo

@@ -56,6 +56,8 @@
 #include "parallel/check_equivalence.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
+#include "parallel/distributed/distributed_data_parallel.h"
+#include "parallel/distributed/process_group.h"
 #include "parallel/functions.h"
 #include "parallel/parallel_apply.h"
 #include "parallel/replicate.h"

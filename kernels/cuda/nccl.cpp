@@ -20,6 +20,7 @@
 #include <nccl.h>
 
 #include <array>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -165,7 +166,142 @@ void run_collective(const std::vector<int>& devices,
   for (size_t i = 0; i < devices.size(); ++i) current_stream(devices[i]).wait(streams[i]);
 }
 
+ncclRedOp_t nccl_op(RedOp op, DType dtype) {
+  if (dtype == kBool) return op == RedOp::Min ? ncclMin : ncclMax;  // logical and / or of 0/1
+  switch (op) {
+    case RedOp::Sum:
+      return ncclSum;
+    case RedOp::Average:
+      return ncclAvg;
+    case RedOp::Max:
+      return ncclMax;
+    case RedOp::Min:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+void check_process_buffer(const TensorArg& b, int device, const char* op) {
+  OCTO_CHECK_DEVICE(b.device.is_cuda() && detail::resolve_device(b.device.index()) == device,
+                    "nccl::", op, ": the buffer is on ", b.device,
+                    " but this rank's communicator "
+                    "is on cuda:",
+                    device);
+  OCTO_CHECK_VALUE(b.is_contiguous(), "nccl::", op, ": the buffer is not contiguous");
+}
+
+class PendingEvent final : public Pending {
+ public:
+  PendingEvent(Event event, ncclComm_t comm) : event_(std::move(event)), comm_(comm) {}
+  bool query() override {
+    ncclResult_t async = ncclSuccess;
+    OCTO_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    OCTO_NCCL_CHECK(async);
+    return event_.query();
+  }
+  void block_current_stream() override { event_.block(current_stream(event_.device_index())); }
+
+ private:
+  Event event_;
+  ncclComm_t comm_;
+};
+
 }  // namespace
+
+UniqueId make_unique_id() {
+  ncclUniqueId id;
+  OCTO_NCCL_CHECK(ncclGetUniqueId(&id));
+  static_assert(sizeof(id) == sizeof(UniqueId), "ncclUniqueId is 128 bytes");
+  UniqueId out;
+  std::memcpy(out.data(), &id, sizeof id);
+  return out;
+}
+
+struct ProcessComm::Impl {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  bool aborted = false;
+
+  /// Queues launch(comm, stream) after the device's current stream; returns its completion.
+  std::shared_ptr<Pending> run(int device, const std::vector<const void*>& touched,
+                               const std::function<void(ncclComm_t, cudaStream_t)>& launch) {
+    OCTO_CHECK_T(DeviceError, !aborted, "nccl: the communicator was aborted after a failure");
+    std::lock_guard<std::mutex> lock(nccl_mutex());  // Note [NCCL launch order]
+    CudaDeviceScope scope(device);
+    const Stream s(Device(DeviceType::CUDA, device), stream);
+    s.wait(current_stream(device));
+    for (const void* p : touched) record_stream(p, s);
+    launch(comm, stream);
+    Event done;
+    done.record(s);
+    return std::make_shared<PendingEvent>(std::move(done), comm);
+  }
+};
+
+ProcessComm::ProcessComm(const UniqueId& id, int nranks, int rank, int device)
+    : impl_(std::make_unique<Impl>()), device_(device) {
+  ncclUniqueId nid;
+  std::memcpy(&nid, id.data(), sizeof nid);
+  CudaDeviceScope scope(device);
+  OCTO_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  OCTO_NCCL_CHECK(ncclCommInitRank(&impl_->comm, nranks, nid, rank));
+}
+
+ProcessComm::~ProcessComm() {
+  // After an abort the communicator is gone; otherwise destroy it while CUDA is still up (the
+  // process group is destroyed by destroy_process_group(), before exit).
+  if (impl_->comm != nullptr && !impl_->aborted) ncclCommDestroy(impl_->comm);
+}
+
+void ProcessComm::abort() {
+  if (impl_->aborted || impl_->comm == nullptr) return;
+  impl_->aborted = true;
+  ncclCommAbort(impl_->comm);
+}
+
+std::shared_ptr<Pending> ProcessComm::all_reduce(const TensorArg& b, RedOp op,
+                                                 const Allocations& allocations) {
+  check_process_buffer(b, device_, "all_reduce");
+  const ncclDataType_t dtype = nccl_dtype(b.dtype, "all_reduce");
+  const size_t count = static_cast<size_t>(b.numel());
+  return impl_->run(device_, allocations, [&](ncclComm_t comm, cudaStream_t stream) {
+    OCTO_NCCL_CHECK(
+        ncclAllReduce(b.data, b.data, count, dtype, nccl_op(op, b.dtype), comm, stream));
+  });
+}
+
+std::shared_ptr<Pending> ProcessComm::broadcast(const TensorArg& b, int root,
+                                                const Allocations& allocations) {
+  check_process_buffer(b, device_, "broadcast");
+  const ncclDataType_t dtype = nccl_dtype(b.dtype, "broadcast");
+  const size_t count = static_cast<size_t>(b.numel());
+  return impl_->run(device_, allocations, [&](ncclComm_t comm, cudaStream_t stream) {
+    OCTO_NCCL_CHECK(ncclBroadcast(b.data, b.data, count, dtype, root, comm, stream));
+  });
+}
+
+std::shared_ptr<Pending> ProcessComm::all_gather(const TensorArg& in, const TensorArg& out,
+                                                 const Allocations& allocations) {
+  check_process_buffer(in, device_, "all_gather");
+  check_process_buffer(out, device_, "all_gather");
+  const ncclDataType_t dtype = nccl_dtype(in.dtype, "all_gather");
+  const size_t count = static_cast<size_t>(in.numel());
+  return impl_->run(device_, allocations, [&](ncclComm_t comm, cudaStream_t stream) {
+    OCTO_NCCL_CHECK(ncclAllGather(in.data, out.data, count, dtype, comm, stream));
+  });
+}
+
+std::shared_ptr<Pending> ProcessComm::reduce_scatter(const TensorArg& in, const TensorArg& out,
+                                                     RedOp op, const Allocations& allocations) {
+  check_process_buffer(in, device_, "reduce_scatter");
+  check_process_buffer(out, device_, "reduce_scatter");
+  const ncclDataType_t dtype = nccl_dtype(out.dtype, "reduce_scatter");
+  const size_t count = static_cast<size_t>(out.numel());
+  return impl_->run(device_, allocations, [&](ncclComm_t comm, cudaStream_t stream) {
+    OCTO_NCCL_CHECK(
+        ncclReduceScatter(in.data, out.data, count, dtype, nccl_op(op, out.dtype), comm, stream));
+  });
+}
 
 bool is_available() { return cuda::device_count() > 0; }
 

@@ -2,6 +2,8 @@
 // does).
 #pragma once
 
+#include <array>
+#include <memory>
 #include <vector>
 
 #include "kernels/tensor_arg.h"
@@ -31,5 +33,59 @@ void broadcast(const std::vector<kernels::TensorArg>& buffers, int root);
 /// inputs[root] when it is the output).
 void reduce(const std::vector<kernels::TensorArg>& inputs, int root,
             const kernels::TensorArg& output);
+
+// --- One rank of a multi-process group (parallel/distributed's ProcessGroupNCCL) -----------------
+
+/// ncclUniqueId's bytes: made on rank 0, sent to the others (over MPI), identical on all ranks.
+using UniqueId = std::array<char, 128>;
+UniqueId make_unique_id();
+
+enum class RedOp { Sum, Average, Max, Min };
+
+/// A collective queued on a communicator's stream; query() polls it without blocking.
+class Pending {
+ public:
+  virtual ~Pending() = default;
+  /// True once the collective has finished on the GPU. Throws DeviceError when the communicator
+  /// reported an asynchronous error (a peer died, a network failure).
+  virtual bool query() = 0;
+  /// Makes the calling thread's current stream wait for the collective (no host block).
+  virtual void block_current_stream() = 0;
+};
+
+/// This process's communicator of an `nranks`-rank group, on cuda:`device` (ncclCommInitRank).
+/// Collectives run on the communicator's own stream after the work queued so far on the current
+/// stream of its device. Every buffer is contiguous and on that device; `allocations` are the
+/// starts of the caching-allocator blocks that hold them, record_stream()ed on the NCCL stream.
+class ProcessComm {
+ public:
+  ProcessComm(const UniqueId& id, int nranks, int rank, int device);
+  ~ProcessComm();
+  ProcessComm(const ProcessComm&) = delete;
+  ProcessComm& operator=(const ProcessComm&) = delete;
+
+  int device() const { return device_; }
+  using Allocations = std::vector<const void*>;
+  std::shared_ptr<Pending> all_reduce(const kernels::TensorArg& buffer, RedOp op,
+                                      const Allocations& allocations);
+  std::shared_ptr<Pending> broadcast(const kernels::TensorArg& buffer, int root,
+                                     const Allocations& allocations);
+  /// output holds nranks * input.numel() elements, rank r's input at offset r * input.numel().
+  std::shared_ptr<Pending> all_gather(const kernels::TensorArg& input,
+                                      const kernels::TensorArg& output,
+                                      const Allocations& allocations);
+  /// input holds nranks * output.numel() elements; output = op over every rank's r-th slice.
+  std::shared_ptr<Pending> reduce_scatter(const kernels::TensorArg& input,
+                                          const kernels::TensorArg& output, RedOp op,
+                                          const Allocations& allocations);
+  /// ncclCommAbort: ends queued and running collectives (after a timeout); the object is then
+  /// unusable.
+  void abort();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int device_;
+};
 
 }  // namespace octo::cuda::nccl
