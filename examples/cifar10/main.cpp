@@ -64,12 +64,14 @@ int main(int argc, char** argv) {
     };
     // Pinned batches make the upload to a GPU asynchronous (no effect on CPU devices).
     const bool pin = devices[0].is_cuda();
-    octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
-                                                    .shuffle = true,
-                                                    .num_workers = opts.workers,
-                                                    .pin_memory = pin,
-                                                    .seed = opts.seed,
-                                                    .transform = augment});
+    octo::data::DataLoader train_loader(train_set,
+                                        {.batch_size = size_t(opts.batch_size),
+                                         .shuffle = !opts.distributed,  // else the sampler shuffles
+                                         .num_workers = opts.workers,
+                                         .pin_memory = pin,
+                                         .seed = opts.seed,
+                                         .transform = augment},
+                                        examples::train_sampler(opts));
     octo::data::DataLoader test_loader(test_set, {.batch_size = 500,
                                                   .num_workers = opts.workers,
                                                   .pin_memory = pin,

@@ -1,6 +1,8 @@
 // The shared command-line flags of the training examples.
 #include "common/cli.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 namespace examples {
@@ -35,6 +37,9 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--stop-after", o.stop_after,
                  "Stop after this epoch, as if interrupted (the schedule still spans --epochs)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--distributed", o.distributed,
+               "One process per device, started by mpirun or srun: DistributedDataParallel over "
+               "MPI (cpu) or NCCL (--device cuda); --batch-size is per process");
 }
 
 static octo::Device parse_device(const std::string& spec) {
@@ -54,6 +59,23 @@ static octo::Device parse_device(const std::string& spec) {
 
 std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
   std::vector<octo::Device> out;
+  if (o.distributed) {
+    if (!o.devices.empty())
+      throw CLI::ValidationError("--devices",
+                                 "cannot be combined with --distributed (each process "
+                                 "uses one device; start one process per device)");
+    octo::Device wanted = parse_device(o.device);
+    namespace dist = octo::distributed;
+    if (!dist::is_available())
+      throw CLI::ValidationError("--distributed", "octo was built without MPI");
+    dist::init_process_group({.backend = wanted.is_cuda() ? "nccl" : "mpi"});
+    // Each process gets its share of the cores unless --threads or OMP_NUM_THREADS says otherwise.
+    if (o.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr)
+      octo::set_num_threads(
+          std::max(1, octo::hardware_concurrency() / dist::rank_info().local_size));
+    out.push_back(dist::default_group()->device());
+    return out;
+  }
   if (o.devices.empty()) {
     out.push_back(parse_device(o.device));
   } else {

@@ -22,16 +22,19 @@ struct TrainOptions {
   int threads = 0;    // 0: all cores
   int64_t limit = 0;  // 0: every example
   size_t workers = 1;
-  int64_t width = 0;       // 0: the example's default
-  int64_t stop_after = 0;  // 0: run to --epochs
+  int64_t width = 0;         // 0: the example's default
+  int64_t stop_after = 0;    // 0: run to --epochs
+  bool distributed = false;  // one process per device: DistributedDataParallel (mpirun / srun)
 };
 
 /// Adds --data --device --devices --epochs --batch-size --lr --seed --save --resume --threads
-/// --limit --csv --plot --workers to `app`.
+/// --limit --csv --plot --workers --stop-after --distributed to `app`.
 void add_common_flags(CLI::App& app, TrainOptions& opts);
 
 /// The devices to train on: --devices when given, else --device. Throws CLI::ValidationError
-/// (exit code 2 through app.exit) for a malformed or unavailable device.
+/// (exit code 2 through app.exit) for a malformed or unavailable device. With --distributed it
+/// also starts the process group and returns this rank's device: cpu, or cuda:<local rank> when
+/// --device names a CUDA device; --devices is then a usage error.
 std::vector<octo::Device> resolve_devices(const TrainOptions& opts);
 
 /// Prints CLI11's message for `e` (help, or the error and a hint) and returns the exit code:

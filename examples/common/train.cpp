@@ -1,8 +1,10 @@
 // The examples' training loop.
 #include "common/train.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "common/metrics.h"
@@ -11,6 +13,15 @@
 namespace examples {
 
 namespace F = octo::nn::functional;
+namespace dist = octo::distributed;
+
+bool is_main_rank() { return !dist::is_initialized() || dist::get_rank() == 0; }
+
+std::shared_ptr<octo::data::Sampler> train_sampler(const TrainOptions& opts) {
+  if (!opts.distributed) return nullptr;
+  return std::make_shared<octo::data::DistributedSampler>(
+      size_t(dist::get_world_size()), size_t(dist::get_rank()), /*shuffle=*/true, opts.seed);
+}
 
 std::shared_ptr<octo::data::TensorDataset> take(const octo::data::TensorDataset& ds,
                                                 int64_t limit) {
@@ -27,6 +38,18 @@ struct EpochResult {
   int64_t samples = 0;
 };
 
+// Sums of a few numbers over the ranks (loss, correct, samples), when distributed.
+void sum_over_ranks(double* values, int64_t n) {
+  if (!dist::is_initialized()) return;
+  auto group = dist::default_group();
+  octo::Tensor t = octo::empty({n}, {.dtype = octo::kFloat64});
+  std::copy(values, values + n, t.data_ptr<double>());
+  octo::Tensor on_device = t.to(group->device());
+  group->all_reduce(on_device, dist::ReduceOp::Sum)->wait();
+  t = on_device.to(octo::kCPU);
+  std::copy(t.data_ptr<double>(), t.data_ptr<double>() + n, values);
+}
+
 // Correct predictions in a batch.
 double correct(const octo::Tensor& logits, const octo::Tensor& target) {
   return octo::eq(logits.argmax(1), target).to(octo::kFloat64).sum().item<double>();
@@ -36,8 +59,11 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
   s.model->train();
   EpochResult r;
   double loss_sum = 0, correct_sum = 0;
-  ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + " batch",
-                  static_cast<int64_t>(s.train_loader->size()));
+  // Only rank 0 draws the bar in a distributed run (its own shard's running figures).
+  std::optional<ProgressBar> bar;
+  if (is_main_rank())
+    bar.emplace("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + " batch",
+                static_cast<int64_t>(s.train_loader->size()));
   int64_t done = 0;
   for (const auto& batch : *s.train_loader) {
     // Non-blocking: an asynchronous upload when the loader pins its batches (pin_memory), an
@@ -57,9 +83,15 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
       correct_sum += correct(out.detach(), y);
     }
     r.samples += n;
-    bar.update(++done, loss_sum / r.samples, correct_sum / r.samples, r.samples);
+    ++done;
+    if (bar) bar->update(done, loss_sum / r.samples, correct_sum / r.samples, r.samples);
   }
-  bar.finish();
+  if (bar) bar->finish();
+  double totals[3] = {loss_sum, correct_sum, double(r.samples)};
+  sum_over_ranks(totals, 3);  // every rank's shard: the epoch's figures over the whole data
+  loss_sum = totals[0];
+  correct_sum = totals[1];
+  r.samples = static_cast<int64_t>(totals[2]);
   r.loss = loss_sum / std::max<int64_t>(r.samples, 1);
   r.acc = correct_sum / std::max<int64_t>(r.samples, 1);
   return r;
@@ -83,6 +115,28 @@ EpochResult evaluate(TrainSetup& s, octo::nn::Module& fwd) {
   r.loss = loss_sum / std::max<int64_t>(r.samples, 1);
   r.acc = correct_sum / std::max<int64_t>(r.samples, 1);
   return r;
+}
+
+std::ostream& null_stream() {
+  static std::ostream sink(nullptr);  // no buffer: every write is dropped
+  return sink;
+}
+
+// A checkpoint from a run with another number of batches per epoch (a distributed run resumed in
+// one process, or the other way round): the schedule continues at the start of the next epoch of
+// this run, as if it had run here from the beginning.
+void realign_schedule(TrainSetup& s, const octo::TrainingState& state, int64_t batches,
+                      std::ostream& out) {
+  auto it = state.metadata.find("batches_per_epoch");
+  if (!s.scheduler || it == state.metadata.end() || it->second == std::to_string(batches)) return;
+  octo::nn::NamedTensors sd = s.scheduler->state_dict();
+  const int64_t position = state.epoch * batches;
+  for (auto& [key, t] : sd)
+    if (key == "last_epoch" || key == "step_count")
+      t = octo::scalar_tensor(position, {.dtype = octo::kInt64});
+  s.scheduler->load_state_dict(sd);
+  out << "the checkpoint ran " << it->second << " batches per epoch, this run " << batches
+      << ": the learning-rate schedule continues at step " << position << "\n";
 }
 
 std::string history_to_string(const std::vector<EpochMetrics>& h) {
@@ -113,26 +167,38 @@ std::vector<EpochMetrics> history_from_string(const std::string& text) {
 
 int train(const TrainOptions& opts, TrainSetup& s) {
   std::shared_ptr<octo::nn::Module> fwd = s.model;
-  if (s.devices.size() > 1)
+  if (opts.distributed)
+    fwd = std::make_shared<dist::DistributedDataParallel>(s.model);
+  else if (s.devices.size() > 1)
     fwd = std::make_shared<octo::parallel::DataParallel>(s.model, s.devices);
   std::string where;
   for (const auto& d : s.devices) {
     if (!where.empty()) where += ",";
     where += d.str();
   }
-  std::cout << s.name << ": " << s.model->num_parameters() << " parameters on " << where << ", "
-            << s.train_loader->dataset().size() << " training / " << s.test_loader->dataset().size()
-            << " test examples\n";
+  if (opts.distributed)
+    where += " in each of " + std::to_string(dist::get_world_size()) +
+             " processes (DistributedDataParallel over " + dist::default_group()->backend_name() +
+             ", " + std::to_string(octo::get_num_threads()) +
+             (octo::get_num_threads() == 1 ? " thread" : " threads") + " each)";
+  // Rank 0 speaks for the job: it prints, writes the CSV, the plot and the checkpoints.
+  const bool main_rank = is_main_rank();
+  std::ostream& out = main_rank ? std::cout : null_stream();
+  out << s.name << ": " << s.model->num_parameters() << " parameters on " << where << ", "
+      << s.train_loader->dataset().size() << " training / " << s.test_loader->dataset().size()
+      << " test examples\n";
 
   octo::TrainingState state;
   state.model = s.model.get();
   state.optimizer = s.optimizer;
   state.scheduler = s.scheduler;
   std::vector<EpochMetrics> history;
+  const int64_t batches = static_cast<int64_t>(s.train_loader->size());
   if (!opts.resume.empty()) {
     octo::load_checkpoint(state, opts.resume);
     history = history_from_string(state.metadata["history"]);
-    std::cout << "resumed from " << opts.resume << " after epoch " << state.epoch << "\n";
+    out << "resumed from " << opts.resume << " after epoch " << state.epoch << "\n";
+    realign_schedule(s, state, batches, out);
   }
   for (int64_t epoch = state.epoch; epoch < opts.epochs; ++epoch) {
     s.train_loader->set_epoch(static_cast<uint64_t>(epoch));
@@ -142,26 +208,35 @@ int train(const TrainOptions& opts, TrainSetup& s) {
     EpochResult te = evaluate(s, *fwd);
     EpochMetrics m{epoch + 1, tr.loss, tr.acc, te.loss, te.acc, secs, tr.samples / secs};
     history.push_back(m);
-    std::printf(
-        "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
-        "%.0f samples/s\n",
-        static_cast<long long>(m.epoch), m.train_loss, 100 * m.train_acc, m.test_loss,
-        100 * m.test_acc, m.seconds, m.samples_per_s);
-    std::fflush(stdout);
-    if (!opts.csv.empty()) append_csv(opts.csv, m);
-    if (!opts.save.empty()) {
-      state.epoch = epoch + 1;
-      state.metadata["history"] = history_to_string(history);
-      state.metadata["example"] = s.name;
-      octo::save_checkpoint(state, opts.save);
+    if (main_rank) {
+      std::printf(
+          "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+          "%.0f samples/s\n",
+          static_cast<long long>(m.epoch), m.train_loss, 100 * m.train_acc, m.test_loss,
+          100 * m.test_acc, m.seconds, m.samples_per_s);
+      std::fflush(stdout);
+      if (!opts.csv.empty()) append_csv(opts.csv, m);
+      if (!opts.save.empty()) {
+        state.epoch = epoch + 1;
+        state.metadata["history"] = history_to_string(history);
+        state.metadata["example"] = s.name;
+        state.metadata["batches_per_epoch"] = std::to_string(batches);
+        octo::save_checkpoint(state, opts.save);
+      }
+      if (!opts.plot.empty()) write_svg_plot(opts.plot, history, s.name);
     }
-    if (!opts.plot.empty()) write_svg_plot(opts.plot, history, s.name);
     if (opts.stop_after > 0 && epoch + 1 >= opts.stop_after && epoch + 1 < opts.epochs) {
-      std::cout << "stopping after epoch " << epoch + 1 << " (--stop-after)\n";
+      out << "stopping after epoch " << epoch + 1 << " (--stop-after)\n";
       break;
     }
   }
-  if (!history.empty()) std::printf("test accuracy: %.2f%%\n", 100 * history.back().test_acc);
+  if (!history.empty() && main_rank)
+    std::printf("test accuracy: %.2f%%\n", 100 * history.back().test_acc);
+  std::fflush(stdout);
+  if (opts.distributed) {
+    fwd.reset();  // the DistributedDataParallel wrapper goes before its process group
+    dist::destroy_process_group();
+  }
   return 0;
 }
 

@@ -25,6 +25,13 @@ struct TrainSetup {
 /// The first `limit` examples of `ds` (all of them when limit is 0 or >= its size).
 std::shared_ptr<octo::data::TensorDataset> take(const octo::data::TensorDataset& ds, int64_t limit);
 
+/// False on ranks other than 0 of a distributed run: they train silently.
+bool is_main_rank();
+
+/// The training loader's sampler: a DistributedSampler sharding the data over the ranks with
+/// --distributed (seeded with --seed, reshuffled each epoch), else null (the loader's own).
+std::shared_ptr<octo::data::Sampler> train_sampler(const TrainOptions& opts);
+
 /// Runs (or resumes) training as the options say. Returns the process exit code.
 int train(const TrainOptions& opts, TrainSetup& setup);
 

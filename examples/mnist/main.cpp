@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     octo::manual_seed(opts.seed);
 
     octo::data::MNIST train_full(opts.data, true), test_full(opts.data, false);
-    std::cout << "data: " << train_full.images_path() << "\n";
+    if (examples::is_main_rank()) std::cout << "data: " << train_full.images_path() << "\n";
     auto train_set = examples::take(train_full, opts.limit);
     auto test_set = examples::take(test_full, opts.limit);
     auto to_input = [](octo::data::Example b, octo::Generator&) {
@@ -73,12 +73,14 @@ int main(int argc, char** argv) {
     };
     // Pinned batches make the upload to a GPU asynchronous (no effect on CPU devices).
     const bool pin = devices[0].is_cuda();
-    octo::data::DataLoader train_loader(train_set, {.batch_size = size_t(opts.batch_size),
-                                                    .shuffle = true,
-                                                    .num_workers = opts.workers,
-                                                    .pin_memory = pin,
-                                                    .seed = opts.seed,
-                                                    .transform = to_input});
+    octo::data::DataLoader train_loader(train_set,
+                                        {.batch_size = size_t(opts.batch_size),
+                                         .shuffle = !opts.distributed,  // else the sampler shuffles
+                                         .num_workers = opts.workers,
+                                         .pin_memory = pin,
+                                         .seed = opts.seed,
+                                         .transform = to_input},
+                                        examples::train_sampler(opts));
     octo::data::DataLoader test_loader(test_set, {.batch_size = 1000,
                                                   .num_workers = opts.workers,
                                                   .pin_memory = pin,
