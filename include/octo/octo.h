@@ -58,6 +58,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/distributed/distributed_data_parallel.h"
 #include "parallel/distributed/process_group.h"
+#include "parallel/distributed/reducer.h"
 #include "parallel/functions.h"
 #include "parallel/parallel_apply.h"
 #include "parallel/replicate.h"
