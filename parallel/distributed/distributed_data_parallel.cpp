@@ -2,7 +2,10 @@
 // forward, the Reducer for backward.
 #include "parallel/distributed/distributed_data_parallel.h"
 
+#include <map>
+
 #include "autograd/grad_mode.h"
+#include "autograd/ops/indexing.h"
 #include "core/trace.h"
 #include "parallel/distributed/reducer.h"
 #include "parallel/scatter_gather.h"
@@ -110,18 +113,26 @@ void DistributedDataParallel::verify_same_shapes() const {
 void DistributedDataParallel::broadcast_state(bool parameters) const {
   if (group_->size() == 1) return;
   NoGradGuard no_grad;
-  std::vector<std::shared_ptr<Work>> works;
-  std::vector<Tensor> tensors;
+  // Coalesced: one flat buffer per dtype, one broadcast each (the BatchNorm statistics of a
+  // whole model are then two collectives per forward, not one per tensor).
+  std::map<DType, std::vector<Tensor>> by_dtype;
   auto add = [&](const Tensor& t) {
-    if (!t.defined() || t.numel() == 0) return;
-    Tensor target = t;
-    tensors.push_back(target);
-    works.push_back(group_->broadcast(target, 0));
+    if (t.defined() && t.numel() > 0) by_dtype[t.dtype()].push_back(t);
   };
   if (parameters)
     for (const auto& [name, t] : module_->named_parameters()) add(t);
   for (const auto& [name, t] : module_->named_buffers()) add(t);
-  for (auto& w : works) w->wait();
+  for (auto& [dtype, tensors] : by_dtype) {
+    std::vector<Tensor> flat_parts;
+    for (const Tensor& t : tensors) flat_parts.push_back(t.reshape({-1}));
+    Tensor flat = cat(flat_parts, 0);
+    group_->broadcast(flat, 0)->wait();
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
 }
 
 nn::Value DistributedDataParallel::forward_values(const std::vector<nn::Value>& inputs) {

@@ -1,6 +1,8 @@
-// Linked instead of mpi_runtime.cpp when octo is built without MPI: the distributed layer is
-// unavailable and says how to get it.
+// Linked instead of mpi_runtime.cpp when octo is built without MPI. A process started without a
+// launcher is still a job of one (so a one-rank NCCL group works, e.g. on a GPU machine without
+// Open MPI); anything that needs MPI itself says how to get it.
 #include <cstdlib>
+#include <string>
 
 #include "parallel/distributed/mpi_runtime.h"
 
@@ -18,12 +20,20 @@ std::shared_ptr<ProcessGroup> new_mpi_group(std::chrono::milliseconds) { no_mpi(
 
 namespace detail {
 bool mpi_available() { return false; }
-RankInfo mpi_init() { no_mpi("init_process_group"); }
+RankInfo mpi_init() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && std::string(v) != "1" && std::string(var) != "PMIX_RANK")
+      no_mpi("init_process_group (started by a launcher with several processes)");
+  }
+  RankInfo info;
+  info.hostname = "localhost";
+  return info;
+}
 void mpi_finalize() {}
 void mpi_abort(int code) { std::_Exit(code); }
 void bootstrap_broadcast(void*, size_t, std::chrono::milliseconds) {
-  no_mpi("bootstrap_broadcast");
-}
+}  // a job of one: nothing to send
 }  // namespace detail
 
 }  // namespace octo::distributed

@@ -152,6 +152,21 @@ void scenario_buckets() {
   expect(buckets.front().front() == model->parameters().size() - 1,
          "the first bucket must start with the last parameter (reverse order)");
   ok("bucket layout: " + std::to_string(buckets.size()) + " buckets at 2 KiB, reverse order");
+
+  // Ranks that start from different weights hold rank 0's after construction.
+  octo::manual_seed(100 + static_cast<uint64_t>(rank()));
+  auto own = std::make_shared<Net>();
+  Tensor before = own->fc2->weight.clone();
+  dist::DistributedDataParallel wrapped(own);
+  auto pg = dist::default_group();
+  Tensor lo = own->fc2->weight.clone(), hi = own->fc2->weight.clone();
+  pg->all_reduce(lo, dist::ReduceOp::Min)->wait();
+  pg->all_reduce(hi, dist::ReduceOp::Max)->wait();
+  expect(rel_err(lo, hi) == 0.0, "after construction every rank must hold the same weights");
+  expect(rank() == 0 ? rel_err(own->fc2->weight, before) == 0.0
+                     : rel_err(own->fc2->weight, before) > 0.0,
+         "the weights must be rank 0's");
+  ok("construction broadcasts rank 0's parameters");
 }
 
 void scenario_no_sync() {

@@ -14,6 +14,7 @@ using octo::Tensor;
 using namespace gpu_test;
 
 TEST_CASE("nccl process group and DistributedDataParallel on cuda:0") {
+  // Works without Open MPI too (a build without it runs a job of one).
   dist::init_process_group({.backend = "nccl"});
   auto pg = dist::default_group();
   REQUIRE(pg->backend_name() == "nccl");
