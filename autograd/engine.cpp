@@ -205,6 +205,10 @@ void drain_device(GraphTask& task, Device device) {
 }
 
 void run_threaded(GraphTask& task, const std::set<Device>& devices) {
+  // One multi-device pass at a time: two passes from two threads would each hold one device's
+  // worker in its loop while waiting for nodes queued behind the other's (a deadlock).
+  static std::mutex one_at_a_time;
+  std::lock_guard<std::mutex> serial(one_at_a_time);
   std::vector<Device> list(devices.begin(), devices.end());
   // Each device's loop runs on its worker, with that device's share of the cores.
   run_on_devices(list, [&](size_t i) { drain_device(task, list[i]); });
@@ -254,7 +258,9 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
     if (task.dependencies[n.get()] == 0 && queued.insert(n.get()).second)
       task.ready[n->device()].push(n);
   }
-  if (devices.size() <= 1) {
+  // One device, or a backward started on a device worker (a nested parallel region, Note [Nested
+  // device work]): the calling thread runs every node, in tape order.
+  if (devices.size() <= 1 || DeviceWorker::in_worker_thread()) {
     NoGradGuard no_grad;  // backward formulas are not themselves recorded (no create_graph)
     TraceSpan span("backward", devices.empty() ? kCPU : *devices.begin());
     run_inline(task);

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -68,6 +70,19 @@ DeviceWorker& DeviceWorker::for_device(Device device) {
 
 bool DeviceWorker::is_current_thread() const { return tls_worker == this; }
 
+bool DeviceWorker::in_worker_thread() { return tls_worker != nullptr; }
+
+namespace {
+std::chrono::milliseconds worker_timeout() {
+  static const std::chrono::milliseconds timeout = [] {
+    const char* env = std::getenv("OCTO_WORKER_TIMEOUT_MS");
+    long long ms = env ? std::atoll(env) : 0;
+    return std::chrono::milliseconds(ms > 0 ? ms : 10 * 60 * 1000);
+  }();
+  return timeout;
+}
+}  // namespace
+
 std::future<void> DeviceWorker::submit(std::function<void()> task) {
   // The device is made current inside the task, so a failure to do so reaches the caller.
   std::packaged_task<void()> packaged([device = device_, task = std::move(task)] {
@@ -95,13 +110,16 @@ void run_on_devices(const std::vector<Device>& devices, const std::function<void
   }
   std::vector<std::future<void>> futures(devices.size());
   std::vector<size_t> inline_jobs;
+  const bool nested = DeviceWorker::in_worker_thread();  // Note [Nested device work]
+  auto abandoned = std::make_shared<std::atomic<bool>>(false);
   for (size_t i = 0; i < devices.size(); ++i) {
     DeviceWorker& w = DeviceWorker::for_device(devices[i]);
-    if (w.is_current_thread()) {
+    if (nested || w.is_current_thread()) {
       inline_jobs.push_back(i);
       continue;
     }
-    futures[i] = w.submit([&fn, i, threads_per_device] {
+    futures[i] = w.submit([&fn, i, threads_per_device, abandoned] {
+      if (abandoned->load()) return;  // the caller gave up waiting (see below)
       ThreadLimitGuard limit(threads_per_device);
       fn(i);
     });
@@ -109,14 +127,23 @@ void run_on_devices(const std::vector<Device>& devices, const std::function<void
   std::vector<std::pair<size_t, std::exception_ptr>> errors;
   for (size_t i : inline_jobs) {
     try {
-      ThreadLimitGuard limit(threads_per_device);
+      DeviceGuard guard(devices[i]);
+      ThreadLimitGuard limit(nested ? get_num_threads() : threads_per_device);
       fn(i);
     } catch (...) {
       errors.emplace_back(i, std::current_exception());
     }
   }
+  const auto deadline = std::chrono::steady_clock::now() + worker_timeout();
   for (size_t i = 0; i < futures.size(); ++i) {
     if (!futures[i].valid()) continue;
+    if (futures[i].wait_until(deadline) != std::future_status::ready) {
+      abandoned->store(true);
+      OCTO_THROW(Error, "run_on_devices: the worker of ", devices[i], " did not finish job ", i,
+                 " of ", devices.size(), " within ", worker_timeout().count(),
+                 " ms (OCTO_WORKER_TIMEOUT_MS); it is stuck, or waits for another device's "
+                 "worker. The process should exit: the stuck job still runs");
+    }
     try {
       futures[i].get();
     } catch (...) {
@@ -155,6 +182,10 @@ void run_on_devices(const std::vector<Device>& devices, const std::function<void
       throw ValueError(msg.str());
     } catch (const IndexError&) {
       throw IndexError(msg.str());
+    } catch (const IOError&) {
+      throw IOError(msg.str());
+    } catch (const NotImplementedError&) {
+      throw NotImplementedError(msg.str());
     } catch (...) {
     }
   }

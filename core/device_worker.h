@@ -18,6 +18,9 @@ class DeviceWorker {
   /// True when the calling thread is this device's worker (submitting to yourself would
   /// deadlock; run inline instead).
   bool is_current_thread() const;
+  /// True when the calling thread is some device's worker: work submitted from here to another
+  /// busy worker could wait on a worker that waits on us (a nested parallel call).
+  static bool in_worker_thread();
   std::future<void> submit(std::function<void()> task);
   Device device() const { return device_; }
   /// Number of worker threads ever started (for leak tests: it is bounded by the device count).
@@ -39,6 +42,13 @@ class DeviceWorker {
 /// get_num_threads() among the CPU devices in the list). Every failure is collected; they are
 /// rethrown together as one Error: "Caught <what> in replica i on device d" per failure (a
 /// single failure keeps its original error type).
+///
+/// Note [Nested device work]: called from a device worker (a DataParallel replica whose forward
+/// runs another DataParallel, or a scatter inside one), the jobs run one after the other on the
+/// calling thread, each with its device current, instead of being submitted: the other workers
+/// may be busy waiting for this one, and submitting would deadlock. Every wait for a worker is
+/// also bounded (10 minutes, OCTO_WORKER_TIMEOUT_MS): a job still unfinished then is reported as
+/// an Error naming its device instead of hanging, and jobs not yet started are dropped.
 void run_on_devices(const std::vector<Device>& devices, const std::function<void(size_t)>& fn,
                     int threads_per_device = 0);
 

@@ -209,8 +209,16 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     }
     seen.insert(name);
     if (it->second.sizes() != value.sizes()) {
-      mismatched.push_back(name + ": copying a param with shape " + shape_str(value.sizes()) +
-                           ", the shape in current model is " + shape_str(it->second.sizes()));
+      mismatched.push_back("size mismatch for " + name + ": copying a param with shape " +
+                           shape_str(value.sizes()) + ", the shape in current model is " +
+                           shape_str(it->second.sizes()));
+    } else if (value.defined() && it->second.defined() && value.dtype() != it->second.dtype()) {
+      // Never converted silently: an int32 weight would load as float32 without a word.
+      mismatched.push_back("dtype mismatch for " + name + ": the state_dict holds " +
+                           std::string(dtype_name(value.dtype())) + ", the current model " +
+                           std::string(dtype_name(it->second.dtype())) +
+                           " (if a conversion is meant, convert the tensor with .to(dtype) "
+                           "before loading)");
     }
   }
   std::vector<std::string> missing;
@@ -230,7 +238,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       list("Missing key(s) in state_dict", missing);
       list("Unexpected key(s) in state_dict", unexpected);
     }
-    for (const auto& m : mismatched) os << "\n    size mismatch for " << m << ".";
+    for (const auto& m : mismatched) os << "\n    " << m << ".";
     OCTO_THROW(ValueError, os.str());
   }
   for (const auto& [name, value] : state) {

@@ -2,6 +2,8 @@
 // scheduler, epoch, random generators).
 #include "optim/checkpoint.h"
 
+#include <charconv>
+
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -13,6 +15,7 @@ namespace octo {
 namespace {
 
 constexpr const char* kEpochKey = "octo.epoch";
+constexpr int64_t kMaxEpoch = int64_t{1} << 40;  // far beyond any run, far below overflow
 
 /// Splits "prefix.rest" entries of a loaded file by prefix.
 nn::NamedTensors with_prefix(const std::vector<std::pair<std::string, Tensor>>& all,
@@ -79,15 +82,19 @@ void load_checkpoint(TrainingState& state, const std::string& path) {
                 "' is not an octo training checkpoint "
                 "(no ",
                 kEpochKey, " in its metadata); use octo::load() for plain weights");
+  // The epoch first, fully parsed and in range, before anything is restored.
+  int64_t parsed = -1;
+  const std::string& text = epoch->second;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+  OCTO_CHECK_IO(
+      ec == std::errc() && end == text.data() + text.size() && parsed >= 0 && parsed <= kMaxEpoch,
+      "'", path, "': bad epoch '", text, "' in metadata (", kEpochKey,
+      " must be a whole number in [0, ", kMaxEpoch, "])");
   state.model->load_state_dict(with_prefix(file.tensors, "model."));
   if (state.optimizer) state.optimizer->load_state_dict(with_prefix(file.tensors, "optimizer."));
   if (state.scheduler) state.scheduler->load_state_dict(with_prefix(file.tensors, "scheduler."));
   load_rng_state_dict(with_prefix(file.tensors, "rng."));
-  try {
-    state.epoch = std::stoll(epoch->second);
-  } catch (const std::exception&) {
-    OCTO_THROW(IOError, "'", path, "': bad epoch '", epoch->second, "' in metadata");
-  }
+  state.epoch = parsed;
   state.metadata = file.metadata;
   state.metadata.erase(kEpochKey);
 }

@@ -85,12 +85,26 @@ void LRScheduler::load_state_dict(const NamedTensors& sd) {
     return v;
   };
   const size_t n = static_cast<size_t>(optimizer_->num_param_groups());
-  const int64_t last_epoch = static_cast<int64_t>(take("last_epoch"));
-  const int64_t step_count = static_cast<int64_t>(take("step_count"));
+  // Counters: whole numbers in range before any cast (a double -> int64 cast of NaN or 1e300 is
+  // undefined behaviour).
+  auto counter = [&](const std::string& key, double lo) {
+    double v = take(key);
+    OCTO_CHECK_VALUE(std::isfinite(v) && v == std::floor(v) && v >= lo && v <= 9007199254740992.0,
+                     name_, ".load_state_dict: '", key, "' is ", v,
+                     "; expected a whole number in [", lo, ", 2^53]");
+    return static_cast<int64_t>(v);
+  };
+  const int64_t last_epoch = counter("last_epoch", -1);
+  const int64_t step_count = counter("step_count", 0);
   std::vector<double> base(n), last(n);
   for (size_t g = 0; g < n; ++g) {
-    base[g] = take("base_lrs." + std::to_string(g));
-    last[g] = take("last_lr." + std::to_string(g));
+    for (auto [key, out] :
+         {std::pair<std::string, double*>{"base_lrs." + std::to_string(g), &base[g]},
+          {"last_lr." + std::to_string(g), &last[g]}}) {
+      *out = take(key);
+      OCTO_CHECK_VALUE(std::isfinite(*out) && *out >= 0, name_, ".load_state_dict: '", key, "' is ",
+                       *out, "; a learning rate must be finite and non-negative");
+    }
   }
   OCTO_CHECK_VALUE(entries.empty(), name_, ".load_state_dict: unexpected key '",
                    entries.empty() ? "" : entries.begin()->first, "' (the optimizer has ", n,

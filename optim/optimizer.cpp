@@ -2,6 +2,7 @@
 #include "optim/optimizer.h"
 
 #include <charconv>
+#include <cmath>
 #include <set>
 #include <unordered_map>
 
@@ -34,7 +35,10 @@ double read_scalar(const std::string& key, const Tensor& t) {
   OCTO_CHECK_VALUE(t.defined() && t.numel() == 1, "load_state_dict: expected '", key,
                    "' to hold one number, got a tensor of shape ",
                    t.defined() ? t.sizes() : Shape{});
-  return t.to(kCPU).to(kFloat64).item<double>();
+  double v = t.to(kCPU).to(kFloat64).item<double>();
+  OCTO_CHECK_VALUE(std::isfinite(v), "load_state_dict: '", key, "' is ", v,
+                   "; every hyper-parameter and counter must be a finite number");
+  return v;
 }
 
 }  // namespace
@@ -191,11 +195,14 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
                  "' (expected param_groups.<g>.<option> or state.<i>.<name>)");
     }
   }
-  const int64_t saved_groups = groups.empty() ? 0 : groups.rbegin()->first + 1;
-  OCTO_CHECK_VALUE(
-      static_cast<int64_t>(groups.size()) == saved_groups && saved_groups == num_groups, name_,
-      ".load_state_dict: loaded state dict has ", groups.size(),
-      " parameter groups, but the optimizer has ", num_groups);
+  // Groups must be numbered 0 .. n-1 (keys are distinct and sorted, so the largest says it all;
+  // no arithmetic on a saved index, which may be anything up to INT64_MAX).
+  OCTO_CHECK_VALUE(groups.empty() || groups.rbegin()->first == int64_t(groups.size()) - 1, name_,
+                   ".load_state_dict: parameter group indices must be 0..", groups.size() - 1,
+                   ", got a group numbered ", groups.empty() ? 0 : groups.rbegin()->first);
+  OCTO_CHECK_VALUE(static_cast<int64_t>(groups.size()) == num_groups, name_,
+                   ".load_state_dict: loaded state dict has ", groups.size(),
+                   " parameter groups, but the optimizer has ", num_groups);
 
   // 2. Per group: the parameter ids (saved id -> our index) and the options.
   std::unordered_map<int64_t, int64_t> id_to_index;
@@ -251,12 +258,18 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
       OCTO_CHECK_VALUE(t.defined(), name_, ".load_state_dict: 'state.", id, ".", key,
                        "' is an undefined tensor");
       if (key == "step") {
-        new_state[static_cast<size_t>(it->second)][key] = scalar_f64(read_scalar("step", t));
+        const double step = read_scalar("state." + std::to_string(id) + ".step", t);
+        OCTO_CHECK_VALUE(step >= 0 && step <= 9007199254740992.0 && step == std::floor(step), name_,
+                         ".load_state_dict: 'state.", id, ".step' is ", step,
+                         "; expected a whole number of steps in [0, 2^53]");
+        new_state[static_cast<size_t>(it->second)][key] = scalar_f64(step);
         continue;
       }
       OCTO_CHECK_VALUE(t.sizes() == p.sizes(), name_, ".load_state_dict: 'state.", id, ".", key,
                        "' has shape ", t.sizes(), " but parameter ", it->second, " has shape ",
                        p.sizes());
+      OCTO_CHECK_VALUE(t.is_floating_point(), name_, ".load_state_dict: 'state.", id, ".", key,
+                       "' holds ", t.dtype(), "; optimizer state is floating point");
       new_state[static_cast<size_t>(it->second)][key] = t.to(p.device(), p.dtype()).clone();
     }
   }

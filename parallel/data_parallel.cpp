@@ -72,6 +72,7 @@ std::vector<std::shared_ptr<nn::Module>> DataParallel::replicas_for(size_t n) {
 }
 
 nn::Value DataParallel::forward_values(const std::vector<nn::Value>& inputs) {
+  std::lock_guard<std::mutex> lock(forward_mutex_);
   check_placement();
   if (device_ids_.size() == 1) {
     // One device: move the inputs there and run the module itself.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -23,8 +24,13 @@ namespace octo::parallel {
 ///   auto out = dp.forward(batch);                    // out.device() == cuda:0
 ///
 /// Works the same over virtual CPU devices ({"cpu:0", "cpu:1"}). With one device the module runs
-/// directly. The wrapper's state_dict() has the wrapped module's keys (no "module." prefix), so
-/// checkpoints move freely between wrapped and unwrapped models.
+/// directly.
+///
+/// Threads: safe to call from several threads at once; calls are serialised (one forward at a
+/// time uses the cached replicas). A DataParallel inside another's replicas runs its devices one
+/// after the other on the outer replica's worker (Note [Nested device work]). The wrapper's
+/// state_dict() has the wrapped module's keys (no "module." prefix), so checkpoints move freely
+/// between wrapped and unwrapped models.
 class DataParallel : public nn::Module {
  public:
   /// device_ids: default every visible GPU, or cpu:0 when there is none.
@@ -40,6 +46,7 @@ class DataParallel : public nn::Module {
   int64_t dim() const { return dim_; }
   /// Keep replicas between steps and refresh their values (default), or rebuild them each step.
   void set_cache_replicas(bool cache) {
+    std::lock_guard<std::mutex> lock(forward_mutex_);
     cache_replicas_ = cache;
     replicas_.clear();
   }
@@ -58,6 +65,7 @@ class DataParallel : public nn::Module {
   Device output_device_;
   int64_t dim_;
   bool cache_replicas_ = true;
+  std::mutex forward_mutex_;  // serialises forward_values (the replica cache is shared state)
   std::vector<std::shared_ptr<nn::Module>> replicas_;  // cached clones, one per device
   std::vector<std::pair<Shape, DType>> replica_signature_;
 };

@@ -7,6 +7,7 @@
 #include "core/trace.h"
 #include "parallel/functions.h"
 #include "tensor/autograd_meta.h"
+#include "tensor/factories.h"
 
 namespace octo::parallel {
 
@@ -65,7 +66,12 @@ void refresh_replicas(const std::shared_ptr<nn::Module>& module,
       TraceSpan span("replicate", devices[i]);
       for (size_t j = 0; j < params.size(); ++j) {
         make_plain(rparams[i][j]);
-        rparams[i][j].copy_(params[j]);
+        // Fresh storage each step, never an in-place copy: the graph of an earlier forward that
+        // has not run backward yet (another thread's, or a nested DataParallel's) saved the old
+        // values and checks their version.
+        Tensor fresh = empty(params[j].sizes(), {params[j].dtype(), devices[i], false});
+        fresh.copy_(params[j]);
+        octo::detail::set_data(rparams[i][j], fresh);
         span.add_bytes(static_cast<int64_t>(params[j].nbytes()));
       }
       for (size_t j = 0; j < buffers.size(); ++j) rbuffers[i][j].copy_(buffers[j]);

@@ -93,7 +93,25 @@ mode_t default_file_mode() {
 class AtomicFile {
  public:
   explicit AtomicFile(std::string target) : target_(std::move(target)) {
-    std::string tmpl = target_ + ".tmp.XXXXXX";
+    // Only a regular file (or nothing) may be replaced: renaming over /dev/null or a FIFO would
+    // swap the device node for a file.
+    struct stat st;
+    if (::stat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      OCTO_THROW(IOError, "save_safetensors: refusing to write '", target_,
+                 "': it exists and is not a regular file (",
+                 S_ISDIR(st.st_mode)    ? "a directory"
+                 : S_ISCHR(st.st_mode)  ? "a character device"
+                 : S_ISBLK(st.st_mode)  ? "a block device"
+                 : S_ISFIFO(st.st_mode) ? "a FIFO"
+                 : S_ISSOCK(st.st_mode) ? "a socket"
+                                        : "not a regular file",
+                 ")");
+    }
+    // The temporary file sits beside the target under a short name of its own, so a target name
+    // near the file-name limit (255 bytes) still works.
+    const size_t slash = target_.find_last_of('/');
+    std::string tmpl = (slash == std::string::npos ? std::string() : target_.substr(0, slash + 1)) +
+                       ".octo-save.XXXXXX";
     fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
     if (fd_ < 0) fail("create a temporary file for", errno);
     tmp_ = tmpl;
