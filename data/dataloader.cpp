@@ -177,8 +177,46 @@ void DataLoader::stop_workers() {
   errors_.clear();
 }
 
+namespace {
+
+/// Rethrows `e` with "where" in front of its message, keeping octo's error type (a worker's
+/// IOError stays an IOError) so that the caller learns where it came from.
+[[noreturn]] void rethrow_with_origin(const std::exception_ptr& e, const std::string& where) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const IOError& err) {
+    throw IOError(where + err.msg());
+  } catch (const ValueError& err) {
+    throw ValueError(where + err.msg());
+  } catch (const IndexError& err) {
+    throw IndexError(where + err.msg());
+  } catch (const DeviceError& err) {
+    throw DeviceError(where + err.msg());
+  } catch (const OutOfMemoryError& err) {
+    throw OutOfMemoryError(where + err.msg());
+  } catch (const NotImplementedError& err) {
+    throw NotImplementedError(where + err.msg());
+  } catch (const Error& err) {
+    throw Error(where + err.msg());
+  } catch (const std::exception& err) {
+    throw Error(where + err.what());
+  } catch (...) {
+    throw;  // not an exception type we know: pass it on as it is
+  }
+}
+
+}  // namespace
+
 Example DataLoader::next_batch(size_t b) {
-  if (options_.num_workers == 0) return make_batch(b);
+  const std::string origin = "DataLoader: batch " + std::to_string(b) + " of epoch " +
+                             std::to_string(sampler_->epoch()) + " (";
+  if (options_.num_workers == 0) {
+    try {
+      return make_batch(b);
+    } catch (...) {
+      rethrow_with_origin(std::current_exception(), origin + "made on the calling thread): ");
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   next_to_return_ = b;
   cv_.notify_all();
@@ -186,7 +224,8 @@ Example DataLoader::next_batch(size_t b) {
   if (auto it = errors_.find(b); it != errors_.end()) {
     auto e = it->second;
     errors_.erase(it);
-    std::rethrow_exception(e);
+    lock.unlock();
+    rethrow_with_origin(e, origin + "made in a worker thread): ");
   }
   Example batch = std::move(ready_[b]);
   ready_.erase(b);

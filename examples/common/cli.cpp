@@ -1,11 +1,28 @@
 // The shared command-line flags of the training examples.
 #include "common/cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 namespace examples {
+
+// CLI::PositiveNumber prints DBL_MAX's 309 digits as the range; say it in words.
+static CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0)
+          return "expected a positive number, got '" + text + "'";
+        return "";
+      },
+      "POSITIVE");
+}
 
 void add_common_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--data", o.data, "Dataset directory");
@@ -19,7 +36,7 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--lr", o.lr, "Learning rate (peak learning rate for one-cycle schedules)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("--seed", o.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
   app.add_option("--save", o.save, "Write a training checkpoint here after each epoch");
@@ -42,19 +59,35 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
                "MPI (cpu) or NCCL (--device cuda); --batch-size is per process");
 }
 
-static octo::Device parse_device(const std::string& spec) {
+static octo::Device parse_device(const std::string& spec, const std::string& flag) {
   try {
     octo::Device d(spec);
     if (d.is_cuda() &&
         (octo::cuda::device_count() == 0 || d.index() >= octo::cuda::device_count())) {
-      throw CLI::ValidationError("--device", "device " + spec + " is not available (" +
-                                                 std::to_string(octo::cuda::device_count()) +
-                                                 " CUDA devices visible)");
+      throw CLI::ValidationError(flag, "device " + spec + " is not available (" +
+                                           std::to_string(octo::cuda::device_count()) +
+                                           " CUDA devices visible)");
     }
     return d;
   } catch (const octo::Error& e) {
-    throw CLI::ValidationError("--device", "bad device '" + spec + "': " + e.msg());
+    throw CLI::ValidationError(flag, "bad device '" + spec + "': " + e.msg());
   }
+}
+
+// --save: the folder must exist and be writable, and the target (if it exists) a regular file,
+// checked before training starts rather than after the first epoch.
+static void check_save_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw CLI::ValidationError("--save", "folder '" + dir.string() + "' does not exist");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw CLI::ValidationError("--save", "folder '" + dir.string() + "' is not writable");
+  if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
+    throw CLI::ValidationError("--save", "'" + path + "' exists and is not a regular file");
 }
 
 std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
@@ -64,7 +97,8 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
       throw CLI::ValidationError("--devices",
                                  "cannot be combined with --distributed (each process "
                                  "uses one device; start one process per device)");
-    octo::Device wanted = parse_device(o.device);
+    check_save_target(o.save);
+    octo::Device wanted = parse_device(o.device, "--device");
     namespace dist = octo::distributed;
     if (!dist::is_available())
       throw CLI::ValidationError("--distributed", "octo was built without MPI");
@@ -76,15 +110,20 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
     out.push_back(dist::default_group()->device());
     return out;
   }
+  check_save_target(o.save);
   if (o.devices.empty()) {
-    out.push_back(parse_device(o.device));
+    out.push_back(parse_device(o.device, "--device"));
   } else {
     std::stringstream ss(o.devices);
     std::string item;
     while (std::getline(ss, item, ',')) {
       if (item.empty())
         throw CLI::ValidationError("--devices", "empty entry in '" + o.devices + "'");
-      out.push_back(parse_device(item));
+      octo::Device d = parse_device(item, "--devices");
+      if (std::find(out.begin(), out.end(), d) != out.end())
+        throw CLI::ValidationError("--devices",
+                                   "device " + d.str() + " is listed twice in '" + o.devices + "'");
+      out.push_back(d);
     }
   }
   return out;

@@ -2,6 +2,7 @@
 #include "common/train.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -73,11 +74,20 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
     s.optimizer->zero_grad();
     octo::Tensor out = fwd.forward(x);
     octo::Tensor loss = F::cross_entropy(out, y, s.loss_options);
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) {
+      throw octo::ValueError("training stopped: the loss is " + std::to_string(loss_value) +
+                             " at epoch " + std::to_string(epoch + 1) + ", batch " +
+                             std::to_string(done + 1) + " of " +
+                             std::to_string(s.train_loader->size()) +
+                             " (before its backward and step, so the weights are those of the "
+                             "batch before); lower --lr, or check the data");
+    }
     loss.backward();
     s.optimizer->step();
     if (s.scheduler) s.scheduler->step();
     int64_t n = x.size(0);
-    loss_sum += loss.item<double>() * n;
+    loss_sum += loss_value * n;
     {
       octo::NoGradGuard no_grad;
       correct_sum += correct(out.detach(), y);

@@ -263,3 +263,37 @@ TEST_CASE("image transforms") {
   CHECK(n[0][2][0][0].item<float>() == Approx(0.5));
   CHECK_THROWS_AS(normalize(x, {0.5}, {0.5}), octo::ValueError);
 }
+
+namespace {
+/// Example 5 cannot be read (as a truncated file on a network disk would fail).
+struct FailingDataset : Dataset {
+  size_t size() const override { return 16; }
+  Example get(size_t index) const override {
+    if (index == 5) throw octo::IOError("example 5: read failed (simulated)");
+    return {octo::full({2}, double(index)),
+            octo::full({}, int64_t(index), {.dtype = octo::kInt64})};
+  }
+};
+}  // namespace
+
+TEST_CASE("a failure while preparing a batch reaches the caller with its origin and type") {
+  for (size_t workers : {size_t(0), size_t(2)}) {
+    INFO(workers << " workers");
+    DataLoader loader(std::make_shared<FailingDataset>(),
+                      {.batch_size = 4, .num_workers = workers});
+    std::string msg;
+    size_t batches = 0;
+    try {
+      for (const auto& batch : loader) {
+        (void)batch;
+        ++batches;
+      }
+    } catch (const octo::IOError& e) {
+      msg = e.msg();
+    }
+    CHECK(batches == 1);  // batch 0 arrived; batch 1 holds example 5
+    CHECK_THAT(msg, Catch::Contains("DataLoader: batch 1 of epoch 0") &&
+                        Catch::Contains("example 5: read failed (simulated)") &&
+                        Catch::Contains(workers ? "worker thread" : "calling thread"));
+  }
+}

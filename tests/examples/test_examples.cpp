@@ -126,6 +126,36 @@ TEST_CASE("mnist: bad flags and missing data give clear errors", "[examples]") {
   CHECK(r.out.find("--resume") != std::string::npos);
 }
 
+TEST_CASE("mnist: flag mistakes found by a hostile user give short, right errors", "[examples]") {
+  std::string mnist = bin("mnist/mnist");
+  Run r = run(mnist + " --lr abc");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("expected a positive number, got 'abc'") != std::string::npos);
+  CHECK(r.out.find("179769") == std::string::npos);  // not DBL_MAX's 309 digits
+  r = run(mnist + " --devices cpu:0,bogus");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("--devices") != std::string::npos);
+  r = run(mnist + " --devices cpu:0,cpu:0");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("listed twice") != std::string::npos);
+  r = run(mnist + " --save /nonexistent-octo-dir/ckpt.safetensors");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("does not exist") != std::string::npos);
+  CHECK(r.out.find("epoch 1") == std::string::npos);  // refused before training
+  r = run(mnist + " --save /dev/null");
+  CHECK(r.rc == 2);
+  CHECK(r.out.find("not a regular file") != std::string::npos);
+}
+
+TEST_CASE("mnist: a loss that turns NaN stops training, naming the batch", "[examples]") {
+  auto d = make_mnist("nan", 256, 64);
+  Run r = run(bin("mnist/mnist") + " --model mlp --data " + d.string() +
+              " --epochs 1 --batch-size 32 --lr 1e30");
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("training stopped: the loss is") != std::string::npos);
+  CHECK(r.out.find("batch ") != std::string::npos);
+}
+
 TEST_CASE("cifar10: a tiny ResNet trains on generated binary batches and resumes", "[examples]") {
   fs::path d = scratch("cifar");
   for (int i = 1; i <= 5; ++i) write_cifar(d / ("data_batch_" + std::to_string(i) + ".bin"), 12, i);
