@@ -17,7 +17,8 @@ pcdir="$root/$libdir/pkgconfig"
 # The .pc file names the real prefix; point pkg-config at the staged copy instead.
 export PKG_CONFIG_PATH="$pcdir"
 flags=$(pkg-config --define-variable=prefix="$root" --cflags --libs octo)
-c++ -std=c++20 "$src/examples/hello_devices.cpp" $flags -o "$tmp/hello_devices"
+# A sanitized libocto (-Db_sanitize=...) needs the program built with the same runtime.
+c++ -std=c++20 ${OCTO_SANITIZE_FLAGS:-} "$src/examples/hello_devices.cpp" $flags -o "$tmp/hello_devices"
 out=$(LD_LIBRARY_PATH="$root/$libdir" "$tmp/hello_devices")
 echo "$out"
 grep -q "Expected all tensors to be on the same device, but found at least two devices, cpu:0 and cpu:1!" <<<"$out"

@@ -108,7 +108,9 @@ def build_and_run(doc, tmp, flags, libdir):
     cpp = os.path.join(tmp, name + "_snippets.cpp")
     exe = os.path.join(tmp, name + "_snippets")
     open(cpp, "w", encoding="utf-8").write(code)
-    cxx = shlex.split(os.environ.get("CXX", "c++"))
+    # A sanitized libocto (-Db_sanitize=...) needs programs built with the same runtime.
+    cxx = shlex.split(os.environ.get("CXX", "c++")) + shlex.split(
+        os.environ.get("OCTO_SANITIZE_FLAGS", ""))
     log = [f"== {doc}: {ntop} file-scope + {nbody} main() blocks"]
     r = subprocess.run(cxx + ["-std=c++20", "-Wall", "-Wno-unused-variable", cpp] + flags +
                        ["-o", exe], capture_output=True, text=True)
