@@ -15,12 +15,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from run_mpi import mpirun_command  # noqa: E402
+from run_mpi import mpirun_command, without_leak_check  # noqa: E402
 
 
 def run(cmd, expect_rc=0):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=300, stdin=subprocess.DEVNULL)
+                       timeout=300, stdin=subprocess.DEVNULL, env=without_leak_check(os.environ))
     print(f"$ {' '.join(cmd)}\n{p.stdout}[exit {p.returncode}]")
     if p.returncode != expect_rc:
         print(f"FAIL: expected exit {expect_rc}")
