@@ -222,14 +222,7 @@ class ProcessGroupMPI final : public ProcessGroup {
 
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
     check_tensor("all_gather", input);
-    OCTO_CHECK_VALUE(static_cast<int>(outputs.size()) == size(), "all_gather: expected ", size(),
-                     " output tensors (one per rank), got ", outputs.size());
-    for (const Tensor& o : outputs) {
-      check_tensor("all_gather", o);
-      OCTO_CHECK_VALUE(o.sizes() == input.sizes() && o.dtype() == input.dtype(),
-                       "all_gather: every output must be shaped like the input ", input.sizes(),
-                       " ", input.dtype(), ", got ", o.sizes(), " ", o.dtype());
-    }
+    check_per_rank("all_gather", "output", outputs, input);
     int count = to_count(input.numel(), "all_gather");
     Shape flat_shape{static_cast<int64_t>(size()) * input.numel()};
     Tensor flat = empty(flat_shape, {input.dtype(), input.device(), false});
@@ -254,8 +247,7 @@ class ProcessGroupMPI final : public ProcessGroup {
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                        ReduceOp op) override {
     check_tensor("reduce_scatter", output);
-    OCTO_CHECK_VALUE(static_cast<int>(inputs.size()) == size(), "reduce_scatter: expected ", size(),
-                     " input tensors (one per rank), got ", inputs.size());
+    check_per_rank("reduce_scatter", "input", inputs, output);
     OCTO_CHECK_VALUE(op != ReduceOp::Average || output.is_floating_point(),
                      "reduce_scatter: ReduceOp::Average needs a floating-point tensor, got ",
                      output.dtype());
@@ -263,11 +255,6 @@ class ProcessGroupMPI final : public ProcessGroup {
                         {output.dtype(), output.device(), false});
     size_t bytes = output.nbytes();
     for (size_t r = 0; r < inputs.size(); ++r) {
-      check_tensor("reduce_scatter", inputs[r]);
-      OCTO_CHECK_VALUE(inputs[r].sizes() == output.sizes() && inputs[r].dtype() == output.dtype(),
-                       "reduce_scatter: every input must be shaped like the output ",
-                       output.sizes(), " ", output.dtype(), ", got ", inputs[r].sizes(), " ",
-                       inputs[r].dtype());
       std::memcpy(static_cast<char*>(flat.raw_data()) + r * bytes, inputs[r].raw_data(), bytes);
     }
     int count = to_count(output.numel(), "reduce_scatter");

@@ -80,6 +80,18 @@ void ProcessGroup::check_tensor(const char* op, const Tensor& t) const {
                     " but the tensor is on ", t.device());
 }
 
+void ProcessGroup::check_per_rank(const char* op, const char* what, const std::vector<Tensor>& list,
+                                  const Tensor& like) const {
+  OCTO_CHECK_VALUE(static_cast<int>(list.size()) == size(), op, ": expected ", size(), " ", what,
+                   " tensors (one per rank), got ", list.size());
+  for (const Tensor& t : list) {
+    check_tensor(op, t);
+    OCTO_CHECK_VALUE(t.sizes() == like.sizes() && t.dtype() == like.dtype(), op, ": every ", what,
+                     " must be shaped like ", like.sizes(), " ", like.dtype(), ", got ", t.sizes(),
+                     " ", t.dtype());
+  }
+}
+
 bool is_available() { return detail::mpi_available(); }
 
 void init_process_group(const InitOptions& options) {

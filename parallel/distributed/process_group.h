@@ -75,6 +75,10 @@ class ProcessGroup {
       : rank_(rank), size_(size), timeout_(timeout) {}
   /// The argument checks every backend shares: defined, contiguous, on device(), same dtype.
   void check_tensor(const char* op, const Tensor& t) const;
+  /// For all_gather's outputs and reduce_scatter's inputs: one tensor per rank, each passing
+  /// check_tensor and shaped like `like` with its dtype.
+  void check_per_rank(const char* op, const char* what, const std::vector<Tensor>& list,
+                      const Tensor& like) const;
 
  private:
   int rank_, size_;

@@ -139,14 +139,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
     check_tensor("all_gather", input);
     check_usable("all_gather");
-    OCTO_CHECK_VALUE(static_cast<int>(outputs.size()) == size(), "all_gather: expected ", size(),
-                     " output tensors (one per rank), got ", outputs.size());
-    for (const Tensor& o : outputs) {
-      check_tensor("all_gather", o);
-      OCTO_CHECK_VALUE(o.sizes() == input.sizes() && o.dtype() == input.dtype(),
-                       "all_gather: every output must be shaped like the input ", input.sizes(),
-                       ", got ", o.sizes());
-    }
+    check_per_rank("all_gather", "output", outputs, input);
     Tensor flat =
         empty({static_cast<int64_t>(size()) * input.numel()}, {input.dtype(), device_, false});
     auto pending =
@@ -164,14 +157,9 @@ class ProcessGroupNCCL final : public ProcessGroup {
                                        ReduceOp op) override {
     check_tensor("reduce_scatter", output);
     check_usable("reduce_scatter");
-    OCTO_CHECK_VALUE(static_cast<int>(inputs.size()) == size(), "reduce_scatter: expected ", size(),
-                     " input tensors (one per rank), got ", inputs.size());
+    check_per_rank("reduce_scatter", "input", inputs, output);
     std::vector<Tensor> flat_parts;
     for (const Tensor& in : inputs) {
-      check_tensor("reduce_scatter", in);
-      OCTO_CHECK_VALUE(in.sizes() == output.sizes() && in.dtype() == output.dtype(),
-                       "reduce_scatter: every input must be shaped like the output ",
-                       output.sizes(), ", got ", in.sizes());
       flat_parts.push_back(in.reshape({-1}));
     }
     Tensor flat = cat(flat_parts, 0);

@@ -322,14 +322,15 @@ void scenario_throw() {
 }
 
 void scenario_trace() {
-  // Wide enough that backward takes milliseconds: buckets of 64 KiB, the last layer's first.
+  // Wide enough that the first layer's backward takes about 10 ms after the last layer's bucket
+  // (64 KiB) is ready, so the all-reduce starts inside it even on a loaded machine.
   octo::manual_seed(7);
-  auto model = std::make_shared<test_models::Mlp>(256, 1024, 10);
+  auto model = std::make_shared<test_models::Mlp>(256, 2048, 10);
   dist::DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.0625});
-  Tensor x = octo::randn({256, 256});
-  Tensor y = octo::randint(0, 10, {256});
-  for (int step = 0; step < 3; ++step) F::cross_entropy(ddp.forward(x), y).backward();
-  ok("traced 3 steps over " + std::to_string(ddp.bucket_indices().size()) + " buckets");
+  Tensor x = octo::randn({512, 256});
+  Tensor y = octo::randint(0, 10, {512});
+  for (int step = 0; step < 5; ++step) F::cross_entropy(ddp.forward(x), y).backward();
+  ok("traced 5 steps over " + std::to_string(ddp.bucket_indices().size()) + " buckets");
 }
 
 int scenario_throw_caught() {
