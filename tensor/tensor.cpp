@@ -152,8 +152,16 @@ int64_t shape_numel(const Shape& sizes) {
 Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
   for (int64_t s : sizes) OCTO_CHECK_VALUE(s >= 0, "negative dimension in shape ", sizes);
   check_device_available(device);
-  int64_t n = shape_numel(sizes);
-  size_t nbytes = static_cast<size_t>(n) * octo::itemsize(dtype);
+  // The element and byte counts must not overflow: [2^40, 2^40] would otherwise wrap to a small
+  // (or zero) allocation that later writes run past.
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    OCTO_CHECK_VALUE(!__builtin_mul_overflow(n, s, &n), "shape ", sizes,
+                     " has more elements than fit in 64 bits");
+  int64_t bytes = 0;
+  OCTO_CHECK_VALUE(!__builtin_mul_overflow(n, static_cast<int64_t>(octo::itemsize(dtype)), &bytes),
+                   "shape ", sizes, " of ", dtype, " needs more bytes than fit in 64 bits");
+  size_t nbytes = static_cast<size_t>(bytes);
   auto storage = std::make_shared<Storage>(allocator_for(device)->allocate(nbytes), nbytes, device);
   return Tensor(
       std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
