@@ -14,15 +14,23 @@ namespace octo {
 class Scalar {
  public:
   Scalar() = default;
+  // A floating value keeps i_ unused: converting inf or NaN to int64 would be undefined.
   template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
-  Scalar(T v)
-      : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), is_int_(false) {}  // NOLINT
+  Scalar(T v) : d_(static_cast<double>(v)), i_(0), is_int_(false) {}  // NOLINT
   template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
   Scalar(T v) : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), is_int_(true) {}  // NOLINT
 
   bool is_integral() const { return is_int_; }
   OCTO_HOST_DEVICE double to_double() const { return d_; }
-  OCTO_HOST_DEVICE int64_t to_int() const { return is_int_ ? i_ : static_cast<int64_t>(d_); }
+  /// Integers exactly; a floating value truncated toward zero, saturated at the int64 range,
+  /// NaN as 0 (a plain cast of those is undefined behaviour).
+  OCTO_HOST_DEVICE int64_t to_int() const {
+    if (is_int_) return i_;
+    if (!(d_ == d_)) return 0;
+    if (d_ >= 9223372036854775807.0) return INT64_MAX;
+    if (d_ <= -9223372036854775808.0) return INT64_MIN;
+    return static_cast<int64_t>(d_);
+  }
   /// The value as T: integers convert from the exact int64, floats from the double.
   template <typename T>
   OCTO_HOST_DEVICE T to() const {

@@ -57,8 +57,10 @@ echo "| target | seconds | executions | corpus | result |"
 echo "|---|---:|---:|---:|---|"
 for t in "${targets[@]}"; do
   rc=$(cat "$builddir/$t.rc")
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$builddir/$t.log" | grep -o '[0-9]*$')
-  secs=$(grep -o 'stat::total_time_in_seconds: *[0-9]*' "$builddir/$t.log" | grep -o '[0-9]*$')
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$builddir/$t.log" | tail -1 |
+         grep -o '[0-9]*$')
+  secs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$builddir/$t.log" | tail -1 |
+         grep -oE '[0-9]+ second' | grep -oE '[0-9]+')
   corpus=$(ls "$builddir/corpus/$t" | wc -l)
   result=clean
   if [ "$rc" != 0 ]; then result="FAILED (exit $rc, see $builddir/$t.log)"; status=1; fi

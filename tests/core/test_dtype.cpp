@@ -1,6 +1,7 @@
 // DType sizes, names, promotion, and the 16-bit storage types' conversions.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 
 #include <octo/octo.h>
 
@@ -40,4 +41,17 @@ TEST_CASE("bfloat16 and float16 round to nearest even and keep specials") {
   CHECK(static_cast<float>(octo::Float16(5.9604645e-08f)) == 5.9604645e-08f);  // smallest subnormal
   CHECK(octo::Float16(0.1f).bits == 0x2e66);
   CHECK(std::fabs(static_cast<float>(octo::Float16(-2.5f)) + 2.5f) == 0.0f);
+}
+
+TEST_CASE("Scalar from inf or NaN is defined: saturated or 0 as an integer") {
+  // Found by fuzz_checkpoint: the constructor used to cast every double to int64 (undefined
+  // behaviour for inf, NaN and |x| >= 2^63; UBSan reports it).
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(octo::Scalar(inf).to_int() == INT64_MAX);
+  CHECK(octo::Scalar(-inf).to_int() == INT64_MIN);
+  CHECK(octo::Scalar(std::nan("")).to_int() == 0);
+  CHECK(octo::Scalar(1e300).to_int() == INT64_MAX);
+  CHECK(octo::Scalar(-2.7).to_int() == -2);
+  CHECK(std::isinf(octo::Scalar(inf).to_double()));
+  CHECK(octo::full({2}, inf, {.dtype = octo::kInt64}).max().item<int64_t>() == INT64_MAX);
 }
