@@ -3,7 +3,7 @@
 # thread each), octo DataParallel on cpu:0,cpu:1 (one process, one thread per device), and
 # PyTorch DDP (gloo) on 1 and 2 ranks when `import torch` works. Same model (the MNIST example's
 # CNN with BatchNorm), batch 128 per rank/device, SGD. Prints a markdown table with the ratios
-# the docs quote, and writes bench_ddp.json.
+# the docs quote, and writes BUILD_DIR/bench_ddp.json.
 #
 #   tools/bench_ddp.sh [BUILD_DIR] [--steps S] [--repeats R]
 set -uo pipefail
@@ -50,7 +50,7 @@ for r in $(seq "$repeats"); do
   fi
 done
 
-python3 - "$tmp" "$repeats" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)" <<'PY'
+BENCH_DDP_JSON="$build/bench_ddp.json" python3 - "$tmp" "$repeats" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)" <<'PY'
 import glob, json, os, sys
 tmp, repeats, cores, cpu = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].strip()
 best = {}
@@ -89,5 +89,5 @@ ratio("torch_ddp2", "torch_ddp1", "torch DDP, 2 ranks vs 1 rank")
 ratio("octo_ddp2", "torch_ddp2", "octo DDP vs torch DDP, 2 ranks")
 ratio("octo_ddp1", "torch_ddp1", "octo DDP vs torch DDP, 1 rank")
 ratio("octo_ddp2", "octo_dp2", "octo DDP (2 ranks) vs DataParallel (cpu:0,cpu:1)")
-json.dump(best, open("bench_ddp.json", "w"), indent=1)
+json.dump(best, open(os.environ.get("BENCH_DDP_JSON", "bench_ddp.json"), "w"), indent=1)
 PY
