@@ -208,13 +208,16 @@ namespace {
 }  // namespace
 
 Example DataLoader::next_batch(size_t b) {
-  const std::string origin = "DataLoader: batch " + std::to_string(b) + " of epoch " +
-                             std::to_string(sampler_->epoch()) + " (";
+  // Built only on failure: no string work per batch on the normal path.
+  auto origin = [&](const char* thread) {
+    return "DataLoader: batch " + std::to_string(b) + " of epoch " +
+           std::to_string(sampler_->epoch()) + " (made " + thread + "): ";
+  };
   if (options_.num_workers == 0) {
     try {
       return make_batch(b);
     } catch (...) {
-      rethrow_with_origin(std::current_exception(), origin + "made on the calling thread): ");
+      rethrow_with_origin(std::current_exception(), origin("on the calling thread"));
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
@@ -225,7 +228,7 @@ Example DataLoader::next_batch(size_t b) {
     auto e = it->second;
     errors_.erase(it);
     lock.unlock();
-    rethrow_with_origin(e, origin + "made in a worker thread): ");
+    rethrow_with_origin(e, origin("in a worker thread"));
   }
   Example batch = std::move(ready_[b]);
   ready_.erase(b);
