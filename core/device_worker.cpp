@@ -14,6 +14,7 @@
 
 #include "core/device_hooks.h"
 #include "core/error.h"
+#include "core/rethrow.h"
 #include "core/threads.h"
 
 namespace octo {
@@ -156,39 +157,13 @@ void run_on_devices(const std::vector<Device>& devices, const std::function<void
   std::ostringstream msg;
   bool first = true;
   for (auto& [i, e] : errors) {
-    std::string what;
-    try {
-      std::rethrow_exception(e);
-    } catch (const Error& err) {
-      what = err.msg();
-    } catch (const std::exception& err) {
-      what = err.what();
-    } catch (...) {
-      what = "an unknown exception";
-    }
     if (!first) msg << "\n";
     first = false;
-    msg << "Caught " << what << " in replica " << i << " on device " << devices[i];
+    msg << "Caught " << detail::exception_message(e) << " in replica " << i << " on device "
+        << devices[i];
   }
   // One failure keeps its type (an OutOfMemoryError stays one); several become a plain Error.
-  if (errors.size() == 1) {
-    try {
-      std::rethrow_exception(errors[0].second);
-    } catch (const OutOfMemoryError&) {
-      throw OutOfMemoryError(msg.str());
-    } catch (const DeviceError&) {
-      throw DeviceError(msg.str());
-    } catch (const ValueError&) {
-      throw ValueError(msg.str());
-    } catch (const IndexError&) {
-      throw IndexError(msg.str());
-    } catch (const IOError&) {
-      throw IOError(msg.str());
-    } catch (const NotImplementedError&) {
-      throw NotImplementedError(msg.str());
-    } catch (...) {
-    }
-  }
+  if (errors.size() == 1) detail::throw_same_subclass(errors[0].second, msg.str());
   throw Error(msg.str());
 }
 

@@ -8,6 +8,7 @@
 #include "core/device_hooks.h"
 #include "core/error.h"
 #include "core/philox.h"
+#include "core/rethrow.h"
 
 namespace octo::data {
 
@@ -180,28 +181,15 @@ void DataLoader::stop_workers() {
 namespace {
 
 /// Rethrows `e` with "where" in front of its message, keeping octo's error type (a worker's
-/// IOError stays an IOError) so that the caller learns where it came from.
+/// IOError stays an IOError) so that the caller learns where it came from. An exception of a
+/// type octo does not know passes on as it is.
 [[noreturn]] void rethrow_with_origin(const std::exception_ptr& e, const std::string& where) {
+  const std::string message = where + detail::exception_message(e);
+  detail::throw_same_subclass(e, message);
   try {
     std::rethrow_exception(e);
-  } catch (const IOError& err) {
-    throw IOError(where + err.msg());
-  } catch (const ValueError& err) {
-    throw ValueError(where + err.msg());
-  } catch (const IndexError& err) {
-    throw IndexError(where + err.msg());
-  } catch (const DeviceError& err) {
-    throw DeviceError(where + err.msg());
-  } catch (const OutOfMemoryError& err) {
-    throw OutOfMemoryError(where + err.msg());
-  } catch (const NotImplementedError& err) {
-    throw NotImplementedError(where + err.msg());
-  } catch (const Error& err) {
-    throw Error(where + err.msg());
-  } catch (const std::exception& err) {
-    throw Error(where + err.what());
-  } catch (...) {
-    throw;  // not an exception type we know: pass it on as it is
+  } catch (const std::exception&) {
+    throw Error(message);
   }
 }
 
