@@ -1,4 +1,5 @@
 // CPU fill and copy (strided, with dtype conversion).
+#include "kernels/convert.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/loops.h"
 
@@ -20,25 +21,13 @@ void CpuBackend::copy(const TensorArg& dst, const TensorArg& src) {
     using dst_t = scalar_t;
     OCTO_DISPATCH_ALL_AND_HALF(src.dtype, "copy", [&] {
       using src_t = scalar_t;
-      cpu::strided_runs<2>({dst, src}, [](std::array<char*, 2> p, std::array<int64_t, 2> s,
-                                          int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          const src_t v = *reinterpret_cast<const src_t*>(p[1] + i * s[1]);
-          if constexpr (std::is_same_v<dst_t, bool>) {
-            if constexpr (std::is_same_v<src_t, BFloat16> || std::is_same_v<src_t, Float16>) {
-              *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = static_cast<float>(v) != 0.0f;
-            } else {
-              *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = v != src_t(0);
-            }
-          } else if constexpr (std::is_same_v<src_t, BFloat16> || std::is_same_v<src_t, Float16>) {
-            *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = static_cast<dst_t>(static_cast<float>(v));
-          } else if constexpr (std::is_same_v<dst_t, BFloat16> || std::is_same_v<dst_t, Float16>) {
-            *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = dst_t(static_cast<float>(v));
-          } else {
-            *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = static_cast<dst_t>(v);
-          }
-        }
-      });
+      cpu::strided_runs<2>({dst, src},
+                           [](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
+                             for (int64_t i = 0; i < n; ++i) {
+                               const src_t v = *reinterpret_cast<const src_t*>(p[1] + i * s[1]);
+                               *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = convert<dst_t>(v);
+                             }
+                           });
     });
   });
 }

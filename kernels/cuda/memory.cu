@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "kernels/convert.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loops.h"
@@ -52,25 +53,6 @@ __global__ void copy_same_kernel(TensorArg dst, TensorArg src, int64_t n) {
   W* d = dst.data_as<W>();
   const W* s = src.data_as<W>();
   OCTO_CUDA_KERNEL_LOOP(i, n) { d[offset(dst, i)] = s[offset(src, i)]; }
-}
-
-template <typename T>
-inline constexpr bool kIsHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
-
-// The conversions of CpuBackend::copy, except that x -> bool is x != 0 in x's own type.
-template <typename D, typename S>
-__device__ D convert(S v) {
-  if constexpr (std::is_same_v<D, bool>) {
-    if constexpr (kIsHalf<S>) {
-      return static_cast<float>(v) != 0.0f;
-    } else {
-      return v != S(0);
-    }
-  } else if constexpr (kIsHalf<S> || kIsHalf<D>) {
-    return D(static_cast<float>(v));
-  } else {
-    return static_cast<D>(v);
-  }
 }
 
 template <typename D, typename S>

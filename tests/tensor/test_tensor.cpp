@@ -1,5 +1,6 @@
 // Tensor basics: factories, metadata, copies across devices and dtypes, printing.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <sstream>
 
 #include <octo/octo.h>
@@ -56,6 +57,26 @@ TEST_CASE("to() converts dtype and moves between virtual cpu devices") {
   CHECK(h.to_vector<float>() == a.to_vector<float>());
   CHECK(octo::tensor({0.0, 2.0}).to(octo::kBool).to_vector<bool>() ==
         std::vector<bool>{false, true});
+}
+
+TEST_CASE("to() defines float to integer conversion: NaN is 0, out of range saturates") {
+  // Note [Float to integer conversion]: a plain C++ cast of these values is undefined behaviour.
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = octo::tensor({inf, -inf, nan, 1e30, -1e30, 2.9, -2.9, 300.0, -5.0},
+                          {.dtype = octo::kFloat64});
+  CHECK(x.to(octo::kInt64).to_vector<int64_t>() ==
+        std::vector<int64_t>{INT64_MAX, INT64_MIN, 0, INT64_MAX, INT64_MIN, 2, -2, 300, -5});
+  CHECK(x.to(octo::kInt32).to_vector<int32_t>() ==
+        std::vector<int32_t>{INT32_MAX, INT32_MIN, 0, INT32_MAX, INT32_MIN, 2, -2, 300, -5});
+  CHECK(x.to(octo::kUInt8).to_vector<uint8_t>() ==
+        std::vector<uint8_t>{255, 0, 0, 255, 0, 2, 0, 255, 0});
+  // Through float32 and the 16-bit types too (their inf and NaN take the same path).
+  for (octo::DType d : {octo::kFloat32, octo::kFloat16, octo::kBFloat16}) {
+    CHECK(x.to(d).to(octo::kInt64).to_vector<int64_t>()[0] == INT64_MAX);
+    CHECK(x.to(d).to(octo::kInt64).to_vector<int64_t>()[2] == 0);
+  }
+  CHECK(x.to(octo::kBool).to(octo::kInt64).to_vector<int64_t>() == std::vector<int64_t>(9, 1));
 }
 
 TEST_CASE("clone copies, copy_ writes in place") {
