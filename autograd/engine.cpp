@@ -11,6 +11,19 @@
 // device's ready queue is drained by that device's DeviceWorker, so the replicas' backward
 // passes run concurrently, each CPU device with its share of the cores; the caller waits. The
 // first exception stops the task and is rethrown in the caller.
+//
+// Note [create_graph]: backward formulas are written in differentiable tensor ops, and the
+// engine normally runs them with grad mode off, so nothing is recorded. With create_graph it
+// runs them with grad mode on: each formula records its own ops, the gradients it returns have a
+// grad_fn, and they can be differentiated again (gradient penalties, Hessian-vector products).
+// Saved tensors are then unpacked with their history (Note [Saved tensors and double backward]);
+// a formula that calls a kernel directly records that call as an op with its own backward (e.g.
+// conv2d's input gradient, softmax_backward).
+//
+// Note [Anomaly mode]: with DetectAnomalyGuard alive, every gradient a node returns is checked
+// for NaN and Inf, and the first bad one throws naming the node (the forward op it belongs to is
+// its name without "Backward"). record() also checks each recorded op's floating outputs, so an
+// op that turns finite inputs into NaN or Inf is named at the forward (autograd/function.cpp).
 #include "autograd/engine.h"
 
 #include <condition_variable>
@@ -21,6 +34,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "core/device_hooks.h"
 #include "core/device_worker.h"
@@ -44,6 +58,7 @@ using ReadyQueue =
 
 struct GraphTask {
   bool retain_graph = false;
+  bool create_graph = false;
   bool accumulate = true;  // false for grad(): leaves are captured, not accumulated
   std::mutex mutex;        // guards everything below when several devices run
   std::condition_variable cv;
@@ -116,6 +131,18 @@ std::vector<Node*> count_dependencies(GraphTask& task,
   return all;
 }
 
+/// Note [Anomaly mode]: the first gradient with a NaN or Inf names the node that returned it.
+void check_anomaly(const Node& node, const TensorList& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& g = outputs[i];
+    if (!g.defined() || !is_floating(g.dtype()) || all_finite(g)) continue;
+    OCTO_THROW(Error, "Function '", node.name(), "' returned nan or inf values in its ", i,
+               "th output (a gradient of shape ", g.sizes(),
+               "). Anomaly mode found it; the forward op is the one recorded as ", node.name(),
+               ".");
+  }
+}
+
 /// Runs one node (outside the lock) and returns its output gradients.
 TensorList run_node(GraphTask& task, const std::shared_ptr<Node>& node, TensorList grads) {
   grads.resize(static_cast<size_t>(node->num_inputs()));
@@ -136,6 +163,7 @@ TensorList run_node(GraphTask& task, const std::shared_ptr<Node>& node, TensorLi
   if (any && !(is_leaf_sink && !task.accumulate)) {
     DeviceGuard guard(node->device());
     outputs = node->apply(std::move(grads));
+    if (AnomalyMode::is_enabled()) check_anomaly(*node, outputs);
   }
   if (!task.retain_graph) node->release_saved();
   return outputs;
@@ -173,7 +201,7 @@ void run_inline(GraphTask& task) {
 
 /// One device's loop in a multi-device task (Note [Engine threads]).
 void drain_device(GraphTask& task, Device device) {
-  NoGradGuard no_grad;
+  GradModeGuard grad_mode(task.create_graph);
   TraceSpan span("backward", device);
   CurrentTask scope(&task);
   std::unique_lock<std::mutex> lock(task.mutex);
@@ -261,7 +289,7 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
   // One device, or a backward started on a device worker (a nested parallel region, Note [Nested
   // device work]): the calling thread runs every node, in tape order.
   if (devices.size() <= 1 || DeviceWorker::in_worker_thread()) {
-    NoGradGuard no_grad;  // backward formulas are not themselves recorded (no create_graph)
+    GradModeGuard grad_mode(task.create_graph);  // Note [create_graph]
     TraceSpan span("backward", devices.empty() ? kCPU : *devices.begin());
     run_inline(task);
   } else {
@@ -280,16 +308,19 @@ void queue_callback(std::function<void()> callback) {
   current_task->final_callbacks.push_back(std::move(callback));
 }
 
-void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph) {
+void backward(const TensorList& roots, const TensorList& grad_roots,
+              std::optional<bool> retain_graph, bool create_graph) {
   GraphTask task;
-  task.retain_graph = retain_graph;
+  task.retain_graph = retain_graph.value_or(create_graph);
+  task.create_graph = create_graph;
   execute(task, roots, grad_roots);
 }
 
 TensorList grad(const TensorList& roots, const TensorList& inputs, const TensorList& grad_roots,
-                bool retain_graph, bool allow_unused) {
+                std::optional<bool> retain_graph, bool allow_unused, bool create_graph) {
   GraphTask task;
-  task.retain_graph = retain_graph;
+  task.retain_graph = retain_graph.value_or(create_graph);
+  task.create_graph = create_graph;
   task.accumulate = false;
   task.captured.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {

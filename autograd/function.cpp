@@ -1,10 +1,49 @@
 // record(): connecting an op's outputs to a new FunctionNode on the tape.
 #include "autograd/function.h"
 
+#include <string_view>
+
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "tensor/autograd_meta.h"
 
 namespace octo::autograd {
+
+namespace {
+
+/// Which of `outs` the saved tensor `s` is (the same TensorImpl), or -1 for an input.
+int output_index(const Tensor& s, const TensorList& outs) {
+  if (!s.defined()) return -1;
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i].defined() && &outs[i].impl() == &s.impl()) return static_cast<int>(i);
+  return -1;
+}
+
+/// Note [Anomaly mode]: an op whose inputs are finite and whose output is not is named here, at
+/// the forward, where the NaN first appears.
+void check_forward_anomaly(const char* name, const TensorList& outs, const TensorList& inputs) {
+  for (const Tensor& in : inputs)
+    if (in.defined() && is_floating(in.dtype()) && !all_finite(in)) return;  // not this op's doing
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& out = outs[i];
+    if (!out.defined() || !is_floating(out.dtype()) || all_finite(out)) continue;
+    std::string_view op(name);
+    if (op.size() > 8 && op.substr(op.size() - 8) == "Backward") op.remove_suffix(8);
+    OCTO_THROW(Error, "anomaly mode: the op recorded as ", name, " (", op,
+               ") produced nan or inf values in its output ", i, " (shape ", out.sizes(),
+               ") from finite inputs");
+  }
+}
+
+}  // namespace
+
+bool all_finite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
+  NoGradGuard no_grad;
+  // inf * 0 and nan * 0 are nan, so the sum is 0 exactly when every element is finite.
+  return sum(t.to(kFloat64) * 0.0).item<double>() == 0.0;
+}
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!GradMode::is_enabled()) return false;
@@ -23,9 +62,10 @@ bool needs_grad(const TensorList& inputs) {
 TensorList record_multi(const char* name, TensorList outs, const TensorList& inputs,
                         const TensorList& saved, FunctionNode::BackwardFn backward) {
   if (!needs_grad(inputs)) return outs;
+  if (AnomalyMode::is_enabled()) check_forward_anomaly(name, outs, inputs);
   std::vector<SavedTensor> saved_tensors;
   saved_tensors.reserve(saved.size());
-  for (const Tensor& s : saved) saved_tensors.emplace_back(s);
+  for (const Tensor& s : saved) saved_tensors.emplace_back(s, output_index(s, outs));
   Device device = outs.empty() ? inputs.front().device() : outs.front().device();
   auto node =
       std::make_shared<FunctionNode>(name, device, std::move(saved_tensors), std::move(backward));
@@ -68,7 +108,7 @@ void record_inplace(const char* name, const Tensor& self, const TensorList& othe
   // unpacking it at backward reports that.
   std::vector<SavedTensor> saved_tensors;
   if (record) {
-    for (const Tensor& s : saved) saved_tensors.emplace_back(s);
+    for (const Tensor& s : saved) saved_tensors.emplace_back(s, output_index(s, {self}));
   }
   self.bump_version();
   if (!record) return;

@@ -18,17 +18,20 @@ bool needs_grad(const TensorList& inputs);
 /// `name` with one edge per input, saves `saved` (checked for in-place changes at backward),
 /// and makes it out's grad_fn. `backward(grads, saved)` gets grads[0] = dL/dout and the saved
 /// tensors unpacked, and returns one gradient per input (undefined where an input needs none).
-/// Returns out. A typical op (see autograd/ops/elementwise.cpp):
+/// Returns out. A typical op (autograd/ops/elementwise.cpp has the real one):
 ///
-///   Tensor mul(const Tensor& a, const Tensor& b) {
-///     Tensor out = detail::binary(BinaryOp::Mul, a, b);
-///     return record("MulBackward", out, {a, b}, {a, b},
+///   Tensor my_mul(const Tensor& a, const Tensor& b) {
+///     Tensor out = a.detach() * b.detach();  // the forward, not recorded
+///     return record("MulBackward", out, {a, b}, /*saved=*/{a, b},
 ///                   [](const TensorList& g, const TensorList& s) -> TensorList {
 ///                     // sum_to undoes broadcasting: each gradient gets its input's shape
-///                     return {sum_to(g[0] * s[1], s[0].sizes()), sum_to(g[0] * s[0],
-///                     s[1].sizes())};
+///                     return {sum_to(g[0] * s[1], s[0].sizes()),
+///                             sum_to(g[0] * s[0], s[1].sizes())};
 ///                   });
 ///   }
+///
+/// The backward is written in tensor ops, so it runs on any device and, under create_graph,
+/// records itself for double backward (Note [create_graph] in autograd/engine.cpp).
 Tensor record(const char* name, Tensor out, const TensorList& inputs, const TensorList& saved,
               FunctionNode::BackwardFn backward);
 
@@ -48,5 +51,9 @@ void check_inplace(const Tensor& self);
 /// before).
 void record_inplace(const char* name, const Tensor& self, const TensorList& others,
                     const TensorList& saved, FunctionNode::BackwardFn backward);
+
+/// True when t has no NaN or Inf (always for integer dtypes); one reduction and a sync. Used by
+/// anomaly mode (Note [Anomaly mode]).
+bool all_finite(const Tensor& t);
 
 }  // namespace octo::autograd

@@ -8,6 +8,13 @@ struct GradMode {
   static void set_enabled(bool enabled);
 };
 
+/// Anomaly detection (Note [Anomaly mode] in autograd/engine.cpp): process-wide, so the device
+/// workers of a multi-device backward see it too.
+struct AnomalyMode {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
 }  // namespace octo::autograd
 
 namespace octo {
@@ -35,6 +42,39 @@ class EnableGradGuard {
   ~EnableGradGuard() { autograd::GradMode::set_enabled(previous_); }
   EnableGradGuard(const EnableGradGuard&) = delete;
   EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Sets grad mode to `enabled` in this thread while alive (torch.set_grad_enabled).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : previous_(autograd::GradMode::is_enabled()) {
+    autograd::GradMode::set_enabled(enabled);
+  }
+  ~GradModeGuard() { autograd::GradMode::set_enabled(previous_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Turns on anomaly detection while alive (torch.autograd.detect_anomaly): every backward node's
+/// gradients, and every recorded op's output, are checked for NaN and Inf, and the first one
+/// found throws an octo::Error naming the op. Slow; for debugging.
+///
+///   octo::DetectAnomalyGuard anomaly;
+///   loss.backward();  // "Function 'LogBackward' returned nan values in its 0th output ..."
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard() : previous_(autograd::AnomalyMode::is_enabled()) {
+    autograd::AnomalyMode::set_enabled(true);
+  }
+  ~DetectAnomalyGuard() { autograd::AnomalyMode::set_enabled(previous_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
 
  private:
   bool previous_;

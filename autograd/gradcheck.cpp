@@ -6,6 +6,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/ops/indexing.h"
 #include "core/error.h"
 #include "tensor/factories.h"
 
@@ -88,6 +89,41 @@ bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorL
     }
   }
   return true;
+}
+
+bool gradgradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
+                   double eps, double atol, double rtol, bool raise) {
+  Tensor out;
+  {
+    EnableGradGuard grad_mode;
+    out = fn(inputs);
+  }
+  // A fixed random direction for the output gradient; it is an input of the checked function,
+  // so the derivative of the gradient with respect to it (the backward's linearity) is checked
+  // too.
+  const Tensor v = randn(out.sizes(), {.dtype = kFloat64, .device = out.device()}).requires_grad_();
+  const size_t n = inputs.size();
+  std::vector<size_t> wrt;
+  for (size_t i = 0; i < n; ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) wrt.push_back(i);
+  auto first_derivative = [&](const TensorList& in) -> Tensor {
+    EnableGradGuard grad_mode;  // gradcheck runs its numerical pass under NoGradGuard
+    TensorList x(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
+    TensorList targets;
+    for (size_t i : wrt) targets.push_back(x[i]);
+    Tensor y = fn(x);
+    TensorList g = grad({y}, targets, {in[n]}, /*retain_graph=*/true, /*allow_unused=*/true,
+                        /*create_graph=*/true);
+    TensorList parts;
+    for (size_t k = 0; k < g.size(); ++k) {
+      parts.push_back(g[k].defined() ? g[k].reshape({-1})
+                                     : zeros({targets[k].numel()}, targets[k].options()));
+    }
+    return cat(parts);
+  };
+  TensorList all(inputs);
+  all.push_back(v);
+  return gradcheck(first_derivative, all, eps, atol, rtol, raise);
 }
 
 }  // namespace octo::autograd

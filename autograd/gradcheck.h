@@ -17,4 +17,14 @@ namespace octo::autograd {
 bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
                double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3, bool raise = true);
 
+/// Checks second derivatives the way gradcheck checks first ones (torch's gradgradcheck): with a
+/// random float64 gradient v for fn's output, the function (inputs, v) -> d<fn(inputs), v>/d
+/// inputs, computed by autograd::grad with create_graph, must have a Jacobian that matches
+/// central differences. So the backward of every op fn uses must itself be differentiable, and
+/// correct:
+///
+///   octo::autograd::gradgradcheck([](const TensorList& in) { return octo::tanh(in[0]); }, {x});
+bool gradgradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
+                   double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3, bool raise = true);
+
 }  // namespace octo::autograd

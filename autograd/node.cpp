@@ -11,10 +11,19 @@ namespace {
 std::atomic<uint64_t> g_sequence_nr{0};
 }
 
-SavedTensor::SavedTensor(const Tensor& t) {
+// Note [Saved tensors and double backward]: a backward formula sees its saved tensors through
+// unpack(). In a plain backward (grad mode off) they are the detached values. With create_graph
+// the formula's ops are recorded, and they must meet the saved tensors as the graph knows them:
+// an input that requires grad is the tensor itself (so a leaf's gradient reaches the same
+// AccumulateGrad), and an output of the saving node -- exp() saves its result -- is rebuilt as an
+// alias whose grad_fn is that node, since storing the output itself would make node -> tensor ->
+// node a cycle that is never freed.
+SavedTensor::SavedTensor(const Tensor& t, int output_nr) {
   if (!t.defined()) return;
   data_ = t.detach();
   version_ = t.version();
+  output_nr_ = output_nr;
+  if (output_nr < 0 && t.requires_grad()) original_ = t;
 }
 
 Tensor SavedTensor::unpack(const Node& owner) const {
@@ -32,11 +41,23 @@ Tensor SavedTensor::unpack(const Node& owner) const {
              "modified by an inplace operation: [",
              data_.dtype(), " ", data_.sizes(), "], which is saved by ", owner.name(),
              ", is at version ", now, "; expected version ", version_, " instead.");
+  if (!GradMode::is_enabled()) return data_;
+  if (original_.defined()) return original_;
+  if (output_nr_ >= 0 && is_floating(data_.dtype())) {
+    Tensor alias = data_.detach();
+    auto& meta = alias.impl().autograd;
+    meta = std::make_unique<AutogradMeta>();
+    meta->requires_grad = true;
+    meta->grad_fn = std::const_pointer_cast<Node>(owner.shared_from_this());
+    meta->output_nr = output_nr_;
+    return alias;
+  }
   return data_;
 }
 
 void SavedTensor::release() {
   data_ = Tensor();
+  original_ = Tensor();
   released_ = true;
 }
 
@@ -91,8 +112,20 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
              " does not match the leaf's shape ", leaf_.sizes());
   OCTO_CHECK_DEVICE(g.device() == leaf_.device(), "AccumulateGrad: gradient on ", g.device(),
                     " for a leaf on ", leaf_.device());
-  NoGradGuard no_grad;
   AutogradMeta& meta = *leaf_.impl().autograd;
+  if (GradMode::is_enabled()) {
+    // create_graph: the gradient keeps its history (a gradient penalty differentiates it), so
+    // it is accumulated out of place.
+    for (auto& hook : meta.hooks) {
+      Tensor replaced = hook(g);
+      if (replaced.defined()) g = replaced;
+    }
+    Tensor gd = g.dtype() == leaf_.dtype() ? g : g.to(leaf_.dtype());
+    meta.grad = meta.grad.defined() ? meta.grad + gd : gd;
+    for (auto& hook : meta.post_accumulate_hooks) hook(leaf_);
+    return {};
+  }
+  NoGradGuard no_grad;
   for (auto& hook : meta.hooks) {
     Tensor replaced = hook(g);
     if (replaced.defined()) g = replaced;
@@ -101,8 +134,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     // Take the incoming tensor when nobody else can see it; otherwise copy, so a later in-place
     // accumulation cannot change some other tensor.
     bool exclusive = g.impl_ptr().use_count() <= 2 && g.impl().storage.use_count() == 1 &&
-                     g.is_contiguous() && g.dtype() == leaf_.dtype();
+                     g.is_contiguous() && g.dtype() == leaf_.dtype() && !g.requires_grad();
     meta.grad = exclusive ? g.detach() : g.to(leaf_.dtype()).clone();
+  } else if (meta.grad.requires_grad()) {
+    meta.grad = meta.grad.detach() + g;  // after a create_graph pass: no in-place on its graph
   } else {
     meta.grad.add_(g);
   }

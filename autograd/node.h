@@ -23,13 +23,17 @@ struct Edge {
   bool valid() const { return node != nullptr; }
 };
 
-/// A tensor saved for backward. It keeps a detached alias (so no reference cycle through
-/// grad_fn) and the storage's version at save time; unpack() checks both that the buffers were
-/// not freed by an earlier backward and that no in-place op changed the tensor since.
+/// A tensor saved for backward. It keeps a detached alias and the storage's version at save time;
+/// unpack() checks both that the buffers were not freed by an earlier backward and that no
+/// in-place op changed the tensor since. For double backward (Note [Saved tensors and double
+/// backward]) it also keeps the tensor's place in the graph: an input that requires grad is kept
+/// as itself, and an output of the saving node (`output_nr` >= 0) is given back with that node as
+/// its grad_fn -- not stored with it, which would be a reference cycle.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t);
+  explicit SavedTensor(const Tensor& t, int output_nr = -1);
+  /// The saved value; while grad mode is on (a backward with create_graph), with its history.
   Tensor unpack(const Node& owner) const;
   void release();
   bool released() const { return released_; }
@@ -38,7 +42,9 @@ class SavedTensor {
 
  private:
   Tensor data_;
+  Tensor original_;  // an input that requires grad, as itself
   uint32_t version_ = 0;
+  int output_nr_ = -1;
   bool released_ = false;
 };
 

@@ -58,8 +58,9 @@ int Tensor::output_nr() const {
 
 bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  autograd::backward({*this}, {grad}, retain_graph);
+void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph,
+                      bool create_graph) const {
+  autograd::backward({*this}, {grad}, retain_graph, create_graph);
 }
 
 void Tensor::retain_grad() const {

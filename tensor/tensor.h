@@ -176,8 +176,11 @@ class Tensor {
   std::shared_ptr<autograd::Node> grad_fn() const;
   int output_nr() const;
   bool is_leaf() const;
-  /// Computes gradients of this tensor w.r.t. graph leaves. grad defaults to 1 for a scalar.
-  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  /// Computes gradients of this tensor w.r.t. graph leaves. grad defaults to 1 for a scalar;
+  /// retain_graph defaults to create_graph, which records the backward itself so the gradients
+  /// can be differentiated again (double backward).
+  void backward(const Tensor& grad = {}, std::optional<bool> retain_graph = {},
+                bool create_graph = false) const;
   /// Makes backward() store this non-leaf's gradient in grad().
   void retain_grad() const;
   /// A tensor sharing data (and version counter) but outside the graph.

@@ -20,12 +20,35 @@ std::string pair_str(std::array<int64_t, 2> v) {
   return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
 }
 
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Shape& input_shape,
+                         const kernels::Conv2dParams& p);
+Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& input, const Shape& weight_shape,
+                          const kernels::Conv2dParams& p);
+
+/// conv2d without bias, from the kernel's parameters (for the backward of the two below).
+Tensor conv2d_p(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
+  return conv2d(x, w, Tensor(), {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                {p.dilation[0], p.dilation[1]}, p.groups);
+}
+
+// Note [Convolution double backward]: conv2d, its input gradient and its weight gradient are
+// three bilinear maps, and each one's derivatives are the other two. With gi = input_grad(g, w)
+// and gw = weight_grad(g, x), for a gradient h flowing into gi or gw:
+//   <h, input_grad(g, w)>  = <conv2d(h, w), g>   so d/dg = conv2d(h, w),  d/dw = weight_grad(g, h)
+//   <h, weight_grad(g, x)> = <conv2d(x, h), g>   so d/dg = conv2d(x, h),  d/dx = input_grad(g, h)
+// Each is recorded with that backward, so gradients of any order are convolutions.
+
 /// dL/dinput of conv2d: the transposed convolution of grad_out with weight.
 Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Shape& input_shape,
                          const kernels::Conv2dParams& p) {
   Tensor gi = detail::make_empty(input_shape, grad_out.dtype(), grad_out.device());
   kernels::backend(gi.device()).conv2d_backward_input(gi.arg(), grad_out.arg(), weight.arg(), p);
-  return gi;
+  const Shape w_shape = weight.sizes();
+  return autograd::record(
+      "ConvolutionBackwardInput", gi, {grad_out, weight}, {grad_out, weight},
+      [p, w_shape](const TensorList& h, const TensorList& s) -> TensorList {
+        return {conv2d_p(h[0], s[1], p), conv2d_weight_grad(s[0], h[0], w_shape, p)};
+      });
 }
 
 /// dL/dweight of conv2d: grad_out correlated with the input, summed over the batch.
@@ -33,7 +56,12 @@ Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& input, const Sha
                           const kernels::Conv2dParams& p) {
   Tensor gw = detail::make_empty(weight_shape, grad_out.dtype(), grad_out.device());
   kernels::backend(gw.device()).conv2d_backward_weight(gw.arg(), grad_out.arg(), input.arg(), p);
-  return gw;
+  const Shape x_shape = input.sizes();
+  return autograd::record(
+      "ConvolutionBackwardWeight", gw, {grad_out, input}, {grad_out, input},
+      [p, x_shape](const TensorList& h, const TensorList& s) -> TensorList {
+        return {conv2d_p(s[1], h[0], p), conv2d_input_grad(s[0], h[0], x_shape, p)};
+      });
 }
 
 }  // namespace

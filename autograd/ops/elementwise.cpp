@@ -158,9 +158,42 @@ Tensor record_zero_grad(const char* name, const Tensor& out, const Tensor& x) {
                       [](const Tensor& g, const TensorList&) { return zeros_like(g); });
 }
 
-/// A backward-helper kernel op(g, saved) (ReluBackward, ...). The engine runs backward without
-/// recording (no create_graph), so these need no derivative of their own.
+/// The same gradient as helper() below, in differentiable tensor ops, for a backward that is
+/// itself recorded (Note [create_graph] in autograd/engine.cpp).
+Tensor composite_backward(BinaryOp op, const Tensor& g, const Tensor& s, Scalar alpha) {
+  auto positive = [&] {  // 1 where s > 0, else 0, in s's dtype: a constant of the graph
+    NoGradGuard no_grad;
+    return raw_binary(BinaryOp::Gt, s, zeros({}, s.options()), s.dtype()).to(s.dtype());
+  };
+  switch (op) {
+    case BinaryOp::ReluBackward:
+      return g * positive();
+    case BinaryOp::LeakyReluBackward: {
+      const double slope = alpha.to_double();
+      return g * (positive() * (1.0 - slope) + slope);
+    }
+    case BinaryOp::GeluBackward: {  // d/dx x Phi(x) = Phi(x) + x phi(x)
+      const double inv_sqrt_2pi = 0.3989422804014327;
+      return g * ((erf(s * 0.7071067811865476) + 1.0) * 0.5 + s * exp(s * s * -0.5) * inv_sqrt_2pi);
+    }
+    case BinaryOp::SiluBackward: {  // d/dx x sigmoid(x) = sig (1 + x (1 - sig))
+      const Tensor sig = sigmoid(s);
+      return g * (sig * (s * (1.0 - sig) + 1.0));
+    }
+    case BinaryOp::SigmoidBackward:  // s = sigmoid's output
+      return g * (s * (1.0 - s));
+    case BinaryOp::TanhBackward:  // s = tanh's output
+      return g * (1.0 - s * s);
+    default:
+      OCTO_INTERNAL_ASSERT(false, "composite_backward: no formula for this backward helper");
+      return Tensor();
+  }
+}
+
+/// A backward-helper kernel op(g, saved) (ReluBackward, ...): one fused kernel in a plain
+/// backward; under create_graph the same formula in recorded tensor ops.
 Tensor helper(BinaryOp op, const Tensor& g, const Tensor& saved, Scalar alpha = {}) {
+  if (autograd::GradMode::is_enabled()) return composite_backward(op, g, saved, alpha);
   return raw_binary(op, g, saved, promote_types(g.dtype(), saved.dtype()), alpha);
 }
 

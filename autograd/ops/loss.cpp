@@ -4,6 +4,7 @@
 #include "autograd/function.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
+#include "autograd/ops/nn_ops.h"
 #include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "kernels/backend.h"
@@ -51,7 +52,9 @@ Tensor weight_grad(const Tensor& g, const Tensor& logits, const Tensor& lse, con
   const int64_t classes = logits.size(1);
   Tensor grad = zeros({classes}, logits.options());
   if (logits.size(0) == 0) return grad;
-  const Tensor logp = logits - lse.unsqueeze(1);  // [N, C]
+  // Under create_graph lse is recomputed, so that its dependence on the logits is recorded too.
+  const Tensor logp = autograd::GradMode::is_enabled() ? log_softmax(logits, 1)
+                                                       : logits - lse.unsqueeze(1);  // [N, C]
   const Tensor zero = zeros({}, logits.options());
   const Tensor valid =
       ne(target, scalar_tensor(ignore_index, {.dtype = kInt64, .device = target.device()}));
@@ -64,6 +67,29 @@ Tensor weight_grad(const Tensor& g, const Tensor& logits, const Tensor& lse, con
     grad = grad - sum(rows, {0}) * (e / static_cast<double>(classes));
   }
   return grad;
+}
+
+/// dloss/dlogits times g in differentiable tensor ops (Note [Fused cross-entropy] gives the
+/// formula the fused kernel uses), for a backward under create_graph:
+///   gx = g * (softmax(x) * S - coef) on non-ignored rows, 0 on ignored ones.
+Tensor logits_grad_composite(const Tensor& g, const Tensor& x, const Tensor& target,
+                             const Tensor& weight, int64_t ignore_index, double e) {
+  const int64_t classes = x.size(1);
+  const Tensor valid =
+      ne(target, scalar_tensor(ignore_index, {.dtype = kInt64, .device = target.device()}));
+  const Tensor safe = masked_fill(target, logical_not(valid), 0);  // in range for indexing
+  const Tensor hot = one_hot(safe, classes).to(x.dtype());         // [N, C]
+  const Tensor w = weight.defined() ? weight : ones({classes}, x.options());
+  const Tensor w_y = index_select(w, 0, safe).unsqueeze(1);  // [N, 1]
+  Tensor coef = hot * w_y * (1.0 - e);
+  Tensor total = w_y * (1.0 - e);
+  if (e > 0) {
+    const double share = e / static_cast<double>(classes);
+    coef = coef + w * share;
+    total = total + sum(w) * share;
+  }
+  const Tensor rows = g.unsqueeze(1) * (softmax(x, 1) * total - coef);
+  return where(valid.unsqueeze(1), rows, zeros({}, x.options()));
 }
 
 }  // namespace
@@ -91,7 +117,9 @@ Tensor cross_entropy_per_sample(const Tensor& logits, const Tensor& target, cons
         const Tensor& l = s[3];
         const Tensor go = g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());  // [N]
         Tensor gx, gw;
-        if (need_logits) {
+        if (need_logits && autograd::GradMode::is_enabled()) {  // Note [create_graph]
+          gx = logits_grad_composite(go, x, y, w, p.ignore_index, p.label_smoothing);
+        } else if (need_logits) {
           gx = detail::make_empty(x.sizes(), x.dtype(), x.device());
           if (gx.numel() > 0) {
             kernels::backend(x.device())

@@ -43,6 +43,23 @@ Shape non_channel_dims(int64_t ndim) {
   return dims;
 }
 
+/// Training-mode batch_norm's gradients {input, weight, bias} in differentiable tensor ops, with
+/// the batch statistics recomputed from x so that they too are differentiated (double backward):
+///   xhat = (x - mean) * invstd,  gxhat = g * w,
+///   gi = invstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)),
+///   gw = sum(g * xhat),  gb = sum(g)   (means and sums over every dim but the channel dim).
+TensorList batch_norm_backward_composite(const Tensor& g, const Tensor& x, const Tensor& w,
+                                         double eps) {
+  const Shape dims = non_channel_dims(x.dim());
+  const Shape bshape = channel_shape(x.dim(), x.size(1));
+  const Tensor mu = mean(x, dims, /*keepdim=*/true);
+  const Tensor invstd = rsqrt(var(x, dims, /*correction=*/0, /*keepdim=*/true) + eps);
+  const Tensor xhat = (x - mu) * invstd;
+  const Tensor gxhat = w.defined() ? g * w.view(bshape) : g;
+  Tensor gi = invstd * (gxhat - mean(gxhat, dims, true) - xhat * mean(gxhat * xhat, dims, true));
+  return {gi, sum(g * xhat, dims), sum(g, dims)};
+}
+
 }  // namespace
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
@@ -100,11 +117,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     // Saved: input [N, C, *], weight [C] (may be undefined), save_mean [C], save_invstd [C].
     return autograd::record("NativeBatchNormBackward", out, {input, weight, bias},
                             {input, weight, save_mean, save_invstd},
-                            [need_input, need_weight, need_bias](
+                            [need_input, need_weight, need_bias, eps](
                                 const TensorList& g, const TensorList& s) -> TensorList {
                               const Tensor& x = s[0];
                               const Tensor go =
                                   g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());
+                              if (autograd::GradMode::is_enabled())  // Note [create_graph]
+                                return batch_norm_backward_composite(go, x, s[1], eps);
                               const int64_t c = x.size(1);
                               Tensor gi, gw, gb;
                               if (need_input)

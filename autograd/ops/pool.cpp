@@ -71,11 +71,45 @@ Shape pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> kernel,
   return {x.size(0), x.size(1), OH, OW};
 }
 
+// Note [Pooling double backward]: both pooling gradients are linear in grad_out, so their own
+// gradient is the adjoint map: for max pooling, scattering into the argmax positions has
+// gathering from them as adjoint; for average pooling, the backward's adjoint is the forward.
+
+/// Average pooling from the kernel's parameters, recorded with avg_pool2d_backward.
+Tensor avg_pool2d_p(const Tensor& x, const kernels::Pool2dParams& p, const Shape& out_shape);
+
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
                            const kernels::Pool2dParams& p) {
   Tensor gi = detail::make_empty(input_shape, grad_out.dtype(), grad_out.device());
   kernels::backend(gi.device()).avg_pool2d_backward(gi.arg(), grad_out.arg(), p);
-  return gi;
+  const Shape out_shape = grad_out.sizes();
+  return autograd::record("AvgPool2DBackwardBackward", gi, {grad_out}, {},
+                          [p, out_shape](const TensorList& h, const TensorList&) -> TensorList {
+                            return {avg_pool2d_p(h[0], p, out_shape)};
+                          });
+}
+
+Tensor avg_pool2d_p(const Tensor& x, const kernels::Pool2dParams& p, const Shape& out_shape) {
+  Tensor out = detail::make_empty(out_shape, x.dtype(), x.device());
+  kernels::backend(x.device()).avg_pool2d_forward(out.arg(), x.arg(), p);
+  const Shape in_shape = x.sizes();
+  return autograd::record("AvgPool2DBackward", out, {x}, {},
+                          [p, in_shape](const TensorList& g, const TensorList&) -> TensorList {
+                            return {avg_pool2d_backward(g[0], in_shape, p)};
+                          });
+}
+
+/// Scatters grad_out into the argmax positions `indices` (h * W + w within each plane).
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_shape,
+                           const kernels::Pool2dParams& p) {
+  Tensor gi = detail::make_empty(input_shape, grad_out.dtype(), grad_out.device());
+  kernels::backend(gi.device()).max_pool2d_backward(gi.arg(), grad_out.arg(), indices.arg(), p);
+  return autograd::record("MaxPool2DWithIndicesBackwardBackward", gi, {grad_out}, {indices},
+                          [](const TensorList& h, const TensorList& s) -> TensorList {
+                            const Tensor& idx = s[0];               // [N, C, OH, OW]
+                            const Tensor planes = h[0].flatten(2);  // [N, C, H * W]
+                            return {gather(planes, 2, idx.flatten(2)).view(idx.sizes())};
+                          });
 }
 
 /// Adaptive average pooling along one spatial dim (2 or 3) of a 4-d tensor, to `out` positions:
@@ -111,14 +145,10 @@ Tensor max_pool2d(const Tensor& input, std::array<int64_t, 2> kernel_size,
   Tensor indices = detail::make_empty(out_shape, kInt64, input.device());
   kernels::backend(input.device()).max_pool2d_forward(out.arg(), indices.arg(), input.arg(), p);
   const Shape in_shape = input.sizes();
-  return autograd::record(
-      "MaxPool2DWithIndicesBackward", out, {input}, {indices},
-      [p, in_shape](const TensorList& g, const TensorList& s) -> TensorList {
-        // scatter-add g[0] into the argmax positions s[0]
-        Tensor gi = detail::make_empty(in_shape, g[0].dtype(), g[0].device());
-        kernels::backend(gi.device()).max_pool2d_backward(gi.arg(), g[0].arg(), s[0].arg(), p);
-        return {gi};
-      });
+  return autograd::record("MaxPool2DWithIndicesBackward", out, {input}, {indices},
+                          [p, in_shape](const TensorList& g, const TensorList& s) -> TensorList {
+                            return {max_pool2d_backward(g[0], s[0], in_shape, p)};
+                          });
 }
 
 Tensor avg_pool2d(const Tensor& input, std::array<int64_t, 2> kernel_size,

@@ -71,6 +71,23 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
   return shape;
 }
 
+/// The backward of a view that picks a part of its base: zeros of the base's shape with g
+/// written into part(zeros). Recorded itself, with part() as its backward, so that under
+/// create_graph the gradient keeps g's history (double backward).
+Tensor embed_part(const char* name, const Tensor& g, const Shape& base_shape,
+                  std::function<Tensor(const Tensor&)> part) {
+  Tensor out = zeros(base_shape, g.options());
+  {
+    NoGradGuard no_grad;
+    part(out).copy_(g);
+  }
+  return autograd::record(
+      name, out, {g}, {},
+      [part = std::move(part)](const TensorList& h, const TensorList&) -> TensorList {
+        return {part(h[0])};
+      });
+}
+
 /// Records a view whose backward is `fn` (gradient of the view -> gradient of the base).
 Tensor record_view(const char* name, const Tensor& base, Tensor view,
                    std::function<Tensor(const Tensor&)> fn) {
@@ -159,9 +176,8 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   Shape base_shape = sizes();
   Tensor v = detail::make_view(*this, sz, st, storage_offset() + b * strides()[d]);
   return record_view("SliceBackward", *this, v, [base_shape, d, b, e, step](const Tensor& g) {
-    Tensor out = zeros(base_shape, g.options());
-    out.slice(d, b, e, step).copy_(g);
-    return out;
+    return embed_part("SliceBackwardBackward", g, base_shape,
+                      [d, b, e, step](const Tensor& t) { return t.slice(d, b, e, step); });
   });
 }
 
@@ -188,9 +204,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape base_shape = sizes();
   Tensor v = detail::make_view(*this, sz, st, storage_offset() + index * strides()[d]);
   return record_view("SelectBackward", *this, v, [base_shape, d, index](const Tensor& g) {
-    Tensor out = zeros(base_shape, g.options());
-    out.select(d, index).copy_(g);
-    return out;
+    return embed_part("SelectBackwardBackward", g, base_shape,
+                      [d, index](const Tensor& t) { return t.select(d, index); });
   });
 }
 
