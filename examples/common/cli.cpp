@@ -54,6 +54,9 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--stop-after", o.stop_after,
                  "Stop after this epoch, as if interrupted (the schedule still spans --epochs)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--detect-anomaly", o.detect_anomaly,
+               "Check every op's output and gradient for NaN/Inf and name the first op that "
+               "makes one (slow; for debugging)");
   app.add_flag("--distributed", o.distributed,
                "One process per device, started by mpirun or srun: DistributedDataParallel over "
                "MPI (cpu) or NCCL (--device cuda); --batch-size is per process");

@@ -22,9 +22,10 @@ struct TrainOptions {
   int threads = 0;    // 0: all cores
   int64_t limit = 0;  // 0: every example
   size_t workers = 1;
-  int64_t width = 0;         // 0: the example's default
-  int64_t stop_after = 0;    // 0: run to --epochs
-  bool distributed = false;  // one process per device: DistributedDataParallel (mpirun / srun)
+  int64_t width = 0;            // 0: the example's default
+  int64_t stop_after = 0;       // 0: run to --epochs
+  bool detect_anomaly = false;  // octo::DetectAnomalyGuard for the whole run: names a NaN's op
+  bool distributed = false;     // one process per device: DistributedDataParallel (mpirun / srun)
 };
 
 /// Adds --data --device --devices --epochs --batch-size --lr --seed --save --resume --threads

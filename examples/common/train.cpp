@@ -76,12 +76,13 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
     octo::Tensor loss = F::cross_entropy(out, y, s.loss_options);
     const double loss_value = loss.item<double>();
     if (!std::isfinite(loss_value)) {
-      throw octo::ValueError("training stopped: the loss is " + std::to_string(loss_value) +
-                             " at epoch " + std::to_string(epoch + 1) + ", batch " +
-                             std::to_string(done + 1) + " of " +
-                             std::to_string(s.train_loader->size()) +
-                             " (before its backward and step, so the weights are those of the "
-                             "batch before); lower --lr, or check the data");
+      throw octo::ValueError(
+          "training stopped: the loss is " + std::to_string(loss_value) + " at epoch " +
+          std::to_string(epoch + 1) + ", batch " + std::to_string(done + 1) + " of " +
+          std::to_string(s.train_loader->size()) +
+          " (before its backward and step, so the weights are those of the "
+          "batch before); lower --lr, or check the data (--detect-anomaly names the op "
+          "that first produces a NaN or Inf)");
     }
     loss.backward();
     s.optimizer->step();
@@ -176,6 +177,8 @@ std::vector<EpochMetrics> history_from_string(const std::string& text) {
 }  // namespace
 
 int train(const TrainOptions& opts, TrainSetup& s) {
+  std::optional<octo::DetectAnomalyGuard> anomaly;
+  if (opts.detect_anomaly) anomaly.emplace();
   std::shared_ptr<octo::nn::Module> fwd = s.model;
   if (opts.distributed)
     fwd = std::make_shared<dist::DistributedDataParallel>(s.model);

@@ -154,6 +154,14 @@ TEST_CASE("mnist: a loss that turns NaN stops training, naming the batch", "[exa
   CHECK(r.rc == 1);
   CHECK(r.out.find("training stopped: the loss is") != std::string::npos);
   CHECK(r.out.find("batch ") != std::string::npos);
+  // With anomaly mode the run stops at the op that first made a NaN or Inf, and names it.
+  r = run(bin("mnist/mnist") + " --model mlp --data " + d.string() +
+          " --epochs 1 --batch-size 32 --lr 1e30 --detect-anomaly");
+  CHECK(r.rc == 1);
+  const bool named = r.out.find("anomaly mode: the op recorded as") != std::string::npos ||
+                     r.out.find("Function '") != std::string::npos;
+  CHECK(named);
+  CHECK(r.out.find("training stopped: the loss is") == std::string::npos);
 }
 
 TEST_CASE("cifar10: a tiny ResNet trains on generated binary batches and resumes", "[examples]") {
