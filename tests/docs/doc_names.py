@@ -31,7 +31,8 @@ ALLOW = [
     ("path", r"build-fuzz/(corpus|findings)(/.*)?", "written by tools/fuzz.sh"),
     ("path", r"build-gpudeps/?", "written by tools/gpu_check.sh --bundle-deps"),
     ("path", r"zlib\.h|zconf\.h", "zlib's headers, which a GPU machine may lack"),
-    ("path", r"data/(mnist|fashion-mnist|cifar-10-batches-bin)/?", "downloaded by tools/get_data.sh"),
+    ("path", r"data/(mnist|fashion-mnist|cifar-10-batches-bin)/?",
+     "downloaded by tools/get_data.sh"),
     ("flag", r"--(allow-run-as-root|oversubscribe|hostfile|ntasks(-per-node)?|gpus-per-node|"
              r"mpi=\w+|bind-to)", "mpirun's and srun's options"),
     ("flag", r"--(no-rebuild|suite|print-errorlogs|benchmark|num-processes|destdir|cflags|libs)",
