@@ -102,7 +102,7 @@ std::future<void> DeviceWorker::submit(std::function<void()> task) {
 int DeviceWorker::threads_started() { return g_threads_started.load(); }
 
 void run_on_devices(const std::vector<Device>& devices, const std::function<void(size_t)>& fn,
-                    int threads_per_device) {
+                    int threads_per_device, const char* label) {
   if (devices.empty()) return;
   if (threads_per_device <= 0) {
     int cpu_devices = 0;
@@ -159,7 +159,7 @@ void run_on_devices(const std::vector<Device>& devices, const std::function<void
   for (auto& [i, e] : errors) {
     if (!first) msg << "\n";
     first = false;
-    msg << "Caught " << detail::exception_message(e) << " in replica " << i << " on device "
+    msg << "Caught " << detail::exception_message(e) << " in " << label << ' ' << i << " on device "
         << devices[i];
   }
   // One failure keeps its type (an OutOfMemoryError stays one); several become a plain Error.

@@ -40,8 +40,8 @@ class DeviceWorker {
 /// Runs fn(i) for every i in [0, devices.size()) on devices[i]'s worker, concurrently, and waits
 /// for all. Each call gets `threads_per_device` intra-op threads (0: an even share of
 /// get_num_threads() among the CPU devices in the list). Every failure is collected; they are
-/// rethrown together as one Error: "Caught <what> in replica i on device d" per failure (a
-/// single failure keeps its original error type).
+/// rethrown together as one Error: "Caught <what> in <label> i on device d" per failure (a
+/// single failure keeps its original error type; parallel_apply's label is "replica").
 ///
 /// Note [Nested device work]: called from a device worker (a DataParallel replica whose forward
 /// runs another DataParallel, or a scatter inside one), the jobs run one after the other on the
@@ -50,6 +50,6 @@ class DeviceWorker {
 /// also bounded (10 minutes, OCTO_WORKER_TIMEOUT_MS): a job still unfinished then is reported as
 /// an Error naming its device instead of hanging, and jobs not yet started are dropped.
 void run_on_devices(const std::vector<Device>& devices, const std::function<void(size_t)>& fn,
-                    int threads_per_device = 0);
+                    int threads_per_device = 0, const char* label = "task");
 
 }  // namespace octo

@@ -255,14 +255,14 @@ Tensor reduce_add(const std::vector<Tensor>& inputs, Device destination) {
 
 std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>& inputs,
                                          Device destination) {
-  // inputs is [device][tensor]; sums run on the destination's worker.
+  // inputs is [device][tensor].
   OCTO_CHECK_VALUE(!inputs.empty(), "reduce_add: expected inputs from at least one device");
   size_t n = inputs[0].size();
   for (const auto& per_device : inputs)
     OCTO_CHECK_VALUE(per_device.size() == n, "reduce_add: every device must contribute ", n,
                      " tensors, got ", per_device.size());
-  // Runs on the calling thread: it is Broadcast's backward, which the engine runs on
-  // destination's worker (Note [Engine threads]: no hops to other workers from backward).
+  // Every sum runs on the calling thread (in backward: where the engine runs destination's nodes,
+  // Note [Engine threads]); nothing goes to other workers (Note [Nested device work]).
   std::vector<Tensor> out(n);
   {
     NoGradGuard no_grad;

@@ -115,7 +115,7 @@ Tensor Gather::apply(const std::vector<Tensor>& pieces, Device destination, int6
       "Gather", out, pieces, {},
       [sizes, devices, d](const TensorList& g, const TensorList&) -> TensorList {
         // Runs inside the engine, possibly on a device worker: copy
-        // inline (Note [Engine threads]: no hops to other workers).
+        // inline, no hops to other workers (Note [Nested device work]).
         TensorList parts = split_with_sizes(g[0], sizes, d);
         TensorList out(parts.size());
         for (size_t i = 0; i < parts.size(); ++i) {

@@ -9,8 +9,8 @@
 namespace octo::parallel {
 
 /// Copies `tensors` (all on devices[0]) to every device; out[i][j] is tensor j on devices[i].
-/// Backward reduce-adds every device's gradient of tensor j into devices[0] (the lesson's "sum of
-/// each replica's gradients"). For devices[0] the output aliases the input (no copy).
+/// Backward reduce-adds every device's gradient of tensor j into devices[0] (the gradient of
+/// the whole batch: the sum of the replicas' gradients). devices[0]'s output aliases the input.
 struct Broadcast {
   static std::vector<std::vector<Tensor>> apply(const std::vector<Tensor>& tensors,
                                                 const std::vector<Device>& devices);

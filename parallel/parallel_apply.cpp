@@ -17,7 +17,7 @@ std::vector<nn::Value> parallel_apply(const std::vector<std::shared_ptr<nn::Modu
   std::vector<Device> used(devices.begin(), devices.begin() + static_cast<int64_t>(modules.size()));
   std::vector<nn::Value> outputs(modules.size());
   const bool grad_enabled = autograd::GradMode::is_enabled();
-  run_on_devices(used, [&](size_t i) {
+  auto run_replica = [&](size_t i) {
     bool previous = autograd::GradMode::is_enabled();
     autograd::GradMode::set_enabled(grad_enabled);
     try {
@@ -28,7 +28,8 @@ std::vector<nn::Value> parallel_apply(const std::vector<std::shared_ptr<nn::Modu
       throw;
     }
     autograd::GradMode::set_enabled(previous);
-  });
+  };
+  run_on_devices(used, run_replica, 0, "replica");
   return outputs;
 }
 

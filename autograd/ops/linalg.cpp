@@ -1,7 +1,7 @@
 // matmul, mm, bmm, linear and their backward; every product runs on the Backend's bmm primitive.
 //
 // Gradients of a product out = a @ b are grad_a = g @ b^T and grad_b = a^T @ g, written with the
-// same differentiable ops (so backward runs on any device and can itself be differentiated).
+// same tensor ops as the forward (so backward runs on any device the forward does).
 // Where a's or b's batch dims were broadcast, the gradient is summed back to its input's shape
 // with sum_to.
 #include "autograd/ops/linalg.h"

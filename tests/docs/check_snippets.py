@@ -5,6 +5,10 @@
 #        check_snippets.py --expect-fail compile|run|fence BUILD_DIR SOURCE_DIR DOC.md
 #            (the checker's own test: succeeds only when DOC.md fails for exactly that reason)
 #        check_snippets.py --extract OUT_DIR DOC.md [...]   (only write the generated programs)
+#        check_snippets.py --names SOURCE_DIR [DOC.md ...]
+#            (every path, qualified name, Note and flag the documents name exists in the source;
+#            no DOC.md: every markdown file under docs/ and README.md; see doc_names.py)
+#        check_snippets.py --expect-fail names SOURCE_DIR DOC.md   (the names check's own test)
 #
 # Fences: ```cpp blocks go, in order, into one main() (so later blocks see earlier variables);
 # ```cpp file blocks go to file scope (includes, classes, helpers); ```cpp-nocompile blocks are
@@ -129,7 +133,49 @@ def build_and_run(doc, tmp, flags, libdir):
     return None if ok else "run", "\n".join(x for x in log if x)
 
 
+def names(argv, expect_fail=False):
+    """--names SOURCE_DIR [DOC.md ...]: prints each failure as file:line; returns them."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import doc_names
+    source = os.path.realpath(argv[0])
+    docs = [d if os.path.isabs(d) else os.path.join(source, d) for d in argv[1:]]
+    if not docs:
+        for d, subdirs, files in os.walk(os.path.join(source, "docs")):
+            subdirs.sort()
+            docs += [os.path.join(d, f) for f in sorted(files) if f.endswith(".md")]
+        docs.append(os.path.join(source, "README.md"))
+    failures = doc_names.run(source, docs, with_source_notes=not expect_fail)
+    for f in failures:
+        print(f)
+    print(f"{len(docs)} documents, {len(failures)} names not found in the source")
+    return failures
+
+
+def expect_names(argv):
+    """The names check's own test: the failures must fall on exactly the lines of the document
+    marked "fails: N" (N failures each), so a check that stops firing, or fires on a right name,
+    fails it."""
+    if len(argv) != 2:
+        raise SystemExit("usage: check_snippets.py --expect-fail names SOURCE_DIR DOC.md")
+    doc = argv[1] if os.path.isabs(argv[1]) else os.path.join(os.path.realpath(argv[0]), argv[1])
+    want = {}
+    for n, line in enumerate(open(doc, encoding="utf-8").read().split("\n"), 1):
+        m = re.search(r"fails: (\d+)", line)
+        if m:
+            want[n] = int(m.group(1))
+    got = {}
+    for f in names(argv, expect_fail=True):
+        n = int(f.split(":")[1])
+        got[n] = got.get(n, 0) + 1
+    print(f"failures per line: {got}, expected: {want}")
+    return 0 if want and got == want else 1
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[1] == "--names":
+        return 1 if names(argv[2:]) else 0
+    if len(argv) >= 4 and argv[1:3] == ["--expect-fail", "names"]:
+        return expect_names(argv[3:])
     if len(argv) >= 3 and argv[1] == "--extract":
         os.makedirs(argv[2], exist_ok=True)
         for doc in argv[3:]:

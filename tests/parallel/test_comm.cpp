@@ -139,7 +139,35 @@ TEST_CASE("run_on_devices runs concurrently on distinct workers and reports ever
                                          [](size_t i) {
                                            if (i == 1) throw std::runtime_error("boom");
                                          }),
-                    Catch::Contains("Caught boom in replica 1 on device cpu:1"));
+                    Catch::Contains("Caught boom in task 1 on device cpu:1"));
+  CHECK_THROWS_WITH(octo::run_on_devices(
+                        cpus(2), [](size_t) { throw octo::ValueError("bad"); }, 0, "chunk"),
+                    Catch::Contains("Caught bad in chunk 0 on device cpu:0") &&
+                        Catch::Contains("Caught bad in chunk 1 on device cpu:1"));
+}
+
+TEST_CASE("run_on_devices keeps the error type of a single failure") {
+  auto fail_on_1 = [](auto error) {
+    return [=] {
+      octo::run_on_devices(cpus(2), [&](size_t i) {
+        if (i == 1) throw error;
+      });
+    };
+  };
+  CHECK_THROWS_AS(fail_on_1(octo::IOError("unreadable"))(), octo::IOError);
+  CHECK_THROWS_AS(fail_on_1(octo::NotImplementedError("no kernel"))(), octo::NotImplementedError);
+  CHECK_THROWS_AS(fail_on_1(octo::OutOfMemoryError("no memory"))(), octo::OutOfMemoryError);
+  CHECK_THROWS_WITH(fail_on_1(octo::IOError("unreadable"))(),
+                    Catch::Contains("Caught unreadable in task 1 on device cpu:1"));
+  // Several failures become one plain Error: no single type describes them all.
+  try {
+    octo::run_on_devices(cpus(2), [](size_t) { throw octo::IOError("unreadable"); });
+    FAIL("expected a throw");
+  } catch (const octo::IOError&) {
+    FAIL("two failures must not pass for one IOError");
+  } catch (const octo::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("in task 0") && Catch::Contains("in task 1"));
+  }
 }
 
 TEST_CASE("a trace records spans per device with bytes moved") {
