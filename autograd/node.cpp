@@ -1,6 +1,8 @@
 // Node bookkeeping, saved-tensor checks, the generic FunctionNode and AccumulateGrad.
 #include "autograd/node.h"
 
+#include <mutex>
+
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "tensor/autograd_meta.h"
@@ -149,6 +151,10 @@ Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   AutogradMeta& meta = *t.impl().autograd;
   if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
+  // Several device workers may record ops on one leaf at once (replicas reading a parameter):
+  // its accumulator is created once, under a lock.
+  static std::mutex accumulator_mutex;
+  std::lock_guard<std::mutex> lock(accumulator_mutex);
   auto acc = meta.grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t);

@@ -63,6 +63,8 @@ void refresh_replicas(const std::shared_ptr<nn::Module>& module,
     for (size_t j = 0; j < buffers.size(); ++j) octo::detail::set_data(rbuffers[0][j], buffers[j]);
     run_on_devices(devices, [&](size_t i) {
       if (i == 0) return;
+      // Plain copies: the replicas' link to the originals is recorded below (Broadcast), once.
+      NoGradGuard no_grad;
       TraceSpan span("replicate", devices[i]);
       for (size_t j = 0; j < params.size(); ++j) {
         make_plain(rparams[i][j]);
