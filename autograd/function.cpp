@@ -23,11 +23,13 @@ int output_index(const Tensor& s, const TensorList& outs) {
 /// Note [Anomaly mode]: an op whose inputs are finite and whose output is not is named here, at
 /// the forward, where the NaN first appears.
 void check_forward_anomaly(const char* name, const TensorList& outs, const TensorList& inputs) {
-  for (const Tensor& in : inputs)
-    if (in.defined() && is_floating(in.dtype()) && !all_finite(in)) return;  // not this op's doing
   for (size_t i = 0; i < outs.size(); ++i) {
+    if (all_finite(outs[i])) continue;
+    // The inputs are looked at only now, when an output is bad: NaN in, NaN out is not the op's
+    // doing.
+    for (const Tensor& in : inputs)
+      if (!all_finite(in)) return;
     const Tensor& out = outs[i];
-    if (!out.defined() || !is_floating(out.dtype()) || all_finite(out)) continue;
     std::string_view op(name);
     if (op.size() > 8 && op.substr(op.size() - 8) == "Backward") op.remove_suffix(8);
     OCTO_THROW(Error, "anomaly mode: the op recorded as ", name, " (", op,

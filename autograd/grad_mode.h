@@ -19,34 +19,6 @@ struct AnomalyMode {
 
 namespace octo {
 
-/// Disables recording in this thread while alive (torch.no_grad()).
-class NoGradGuard {
- public:
-  NoGradGuard() : previous_(autograd::GradMode::is_enabled()) {
-    autograd::GradMode::set_enabled(false);
-  }
-  ~NoGradGuard() { autograd::GradMode::set_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
-/// Enables recording in this thread while alive (torch.enable_grad()).
-class EnableGradGuard {
- public:
-  EnableGradGuard() : previous_(autograd::GradMode::is_enabled()) {
-    autograd::GradMode::set_enabled(true);
-  }
-  ~EnableGradGuard() { autograd::GradMode::set_enabled(previous_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
 /// Sets grad mode to `enabled` in this thread while alive (torch.set_grad_enabled).
 class GradModeGuard {
  public:
@@ -61,12 +33,24 @@ class GradModeGuard {
   bool previous_;
 };
 
+/// Disables recording in this thread while alive (torch.no_grad()).
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
+};
+
+/// Enables recording in this thread while alive (torch.enable_grad()).
+class EnableGradGuard : public GradModeGuard {
+ public:
+  EnableGradGuard() : GradModeGuard(true) {}
+};
+
 /// Turns on anomaly detection while alive (torch.autograd.detect_anomaly): every backward node's
 /// gradients, and every recorded op's output, are checked for NaN and Inf, and the first one
 /// found throws an octo::Error naming the op. Slow; for debugging.
 ///
 ///   octo::DetectAnomalyGuard anomaly;
-///   loss.backward();  // "Function 'LogBackward' returned nan values in its 0th output ..."
+///   loss.backward();  // "Function 'SqrtBackward' returned nan or inf values in its 0th ..."
 class DetectAnomalyGuard {
  public:
   DetectAnomalyGuard() : previous_(autograd::AnomalyMode::is_enabled()) {

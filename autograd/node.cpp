@@ -114,25 +114,18 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
              " does not match the leaf's shape ", leaf_.sizes());
   OCTO_CHECK_DEVICE(g.device() == leaf_.device(), "AccumulateGrad: gradient on ", g.device(),
                     " for a leaf on ", leaf_.device());
+  // Grad mode is the pass's create_graph (the engine sets it), for the hooks too.
   AutogradMeta& meta = *leaf_.impl().autograd;
-  if (GradMode::is_enabled()) {
-    // create_graph: the gradient keeps its history (a gradient penalty differentiates it), so
-    // it is accumulated out of place.
-    for (auto& hook : meta.hooks) {
-      Tensor replaced = hook(g);
-      if (replaced.defined()) g = replaced;
-    }
-    Tensor gd = g.dtype() == leaf_.dtype() ? g : g.to(leaf_.dtype());
-    meta.grad = meta.grad.defined() ? meta.grad + gd : gd;
-    for (auto& hook : meta.post_accumulate_hooks) hook(leaf_);
-    return {};
-  }
-  NoGradGuard no_grad;
   for (auto& hook : meta.hooks) {
     Tensor replaced = hook(g);
     if (replaced.defined()) g = replaced;
   }
-  if (!meta.grad.defined()) {
+  if (GradMode::is_enabled()) {
+    // create_graph: the gradient keeps its history (a gradient penalty differentiates it), so
+    // it is accumulated out of place.
+    Tensor gd = g.dtype() == leaf_.dtype() ? g : g.to(leaf_.dtype());
+    meta.grad = meta.grad.defined() ? meta.grad + gd : gd;
+  } else if (!meta.grad.defined()) {
     // Take the incoming tensor when nobody else can see it; otherwise copy, so a later in-place
     // accumulation cannot change some other tensor.
     bool exclusive = g.impl_ptr().use_count() <= 2 && g.impl().storage.use_count() == 1 &&

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/macros.h"
 
@@ -97,5 +98,9 @@ struct Float16 {
     return detail::bits_float(sign | ((exp + 127 - 15) << 23) | (mant << 13));
   }
 };
+
+/// True for octo's 16-bit floating types, which compute through float.
+template <typename T>
+inline constexpr bool kIsHalfType = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
 
 }  // namespace octo

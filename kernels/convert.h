@@ -15,9 +15,6 @@
 
 namespace octo::kernels {
 
-template <typename T>
-inline constexpr bool kIsHalfType = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
-
 /// v as a D (Note [Float to integer conversion]).
 template <typename D, typename S>
 OCTO_HOST_DEVICE inline D convert(S v) {

@@ -18,16 +18,9 @@ std::vector<nn::Value> parallel_apply(const std::vector<std::shared_ptr<nn::Modu
   std::vector<nn::Value> outputs(modules.size());
   const bool grad_enabled = autograd::GradMode::is_enabled();
   auto run_replica = [&](size_t i) {
-    bool previous = autograd::GradMode::is_enabled();
-    autograd::GradMode::set_enabled(grad_enabled);
-    try {
-      TraceSpan span("forward", used[i]);
-      outputs[i] = modules[i]->forward_values(inputs[i]);
-    } catch (...) {
-      autograd::GradMode::set_enabled(previous);
-      throw;
-    }
-    autograd::GradMode::set_enabled(previous);
+    GradModeGuard grad_mode(grad_enabled);  // the caller's mode, on the worker's thread
+    TraceSpan span("forward", used[i]);
+    outputs[i] = modules[i]->forward_values(inputs[i]);
   };
   run_on_devices(used, run_replica, 0, "replica");
   return outputs;

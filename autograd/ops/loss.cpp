@@ -44,6 +44,15 @@ void check_arguments(const Tensor& logits, const Tensor& target, const Tensor& w
   octo::detail::check_same_device({&logits, &target, &weight});
 }
 
+/// {rows whose target is not ignore_index, the targets with ignored ones set to 0} -- the second
+/// is in range for gather and index_select.
+std::pair<Tensor, Tensor> valid_targets(const Tensor& target, int64_t ignore_index) {
+  Tensor valid =
+      ne(target, scalar_tensor(ignore_index, {.dtype = kInt64, .device = target.device()}));
+  Tensor safe = masked_fill(target, logical_not(valid), 0);
+  return {valid, safe};
+}
+
 /// d(sum_i g[i] * loss[i]) / d weight, in tensor ops: with logp = logits - lse,
 ///   grad_w[k] = -sum_i g[i] * ((1 - e) * [y_i == k] * logp[i, y_i] + e / C * logp[i, k])
 /// over the non-ignored rows i.
@@ -56,9 +65,7 @@ Tensor weight_grad(const Tensor& g, const Tensor& logits, const Tensor& lse, con
   const Tensor logp = autograd::GradMode::is_enabled() ? log_softmax(logits, 1)
                                                        : logits - lse.unsqueeze(1);  // [N, C]
   const Tensor zero = zeros({}, logits.options());
-  const Tensor valid =
-      ne(target, scalar_tensor(ignore_index, {.dtype = kInt64, .device = target.device()}));
-  const Tensor safe = masked_fill(target, logical_not(valid), 0);       // in range for gather
+  const auto [valid, safe] = valid_targets(target, ignore_index);
   const Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);  // [N]
   // where() rather than a product with a 0/1 mask: an ignored row's logp may be -inf.
   grad = scatter_add(grad, 0, safe, where(valid, g * picked, zero) * -(1.0 - e));
@@ -75,10 +82,8 @@ Tensor weight_grad(const Tensor& g, const Tensor& logits, const Tensor& lse, con
 Tensor logits_grad_composite(const Tensor& g, const Tensor& x, const Tensor& target,
                              const Tensor& weight, int64_t ignore_index, double e) {
   const int64_t classes = x.size(1);
-  const Tensor valid =
-      ne(target, scalar_tensor(ignore_index, {.dtype = kInt64, .device = target.device()}));
-  const Tensor safe = masked_fill(target, logical_not(valid), 0);  // in range for indexing
-  const Tensor hot = one_hot(safe, classes).to(x.dtype());         // [N, C]
+  const auto [valid, safe] = valid_targets(target, ignore_index);
+  const Tensor hot = one_hot(safe, classes).to(x.dtype());  // [N, C]
   const Tensor w = weight.defined() ? weight : ones({classes}, x.options());
   const Tensor w_y = index_select(w, 0, safe).unsqueeze(1);  // [N, 1]
   Tensor coef = hot * w_y * (1.0 - e);

@@ -75,7 +75,8 @@ Shape pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> kernel,
 // gradient is the adjoint map: for max pooling, scattering into the argmax positions has
 // gathering from them as adjoint; for average pooling, the backward's adjoint is the forward.
 
-/// Average pooling from the kernel's parameters, recorded with avg_pool2d_backward.
+/// Average pooling from the kernel's parameters (checked by pool_setup), recorded with
+/// avg_pool2d_backward.
 Tensor avg_pool2d_p(const Tensor& x, const kernels::Pool2dParams& p, const Shape& out_shape);
 
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
@@ -162,13 +163,7 @@ Tensor avg_pool2d(const Tensor& input, std::array<int64_t, 2> kernel_size,
   const Shape out_shape =
       pool_setup("avg_pool2d", input, kernel_size, stride, padding, {1, 1}, ceil_mode, p);
   p.count_include_pad = count_include_pad;
-  Tensor out = detail::make_empty(out_shape, input.dtype(), input.device());
-  kernels::backend(input.device()).avg_pool2d_forward(out.arg(), input.arg(), p);
-  const Shape in_shape = input.sizes();
-  return autograd::record("AvgPool2DBackward", out, {input}, {},
-                          [p, in_shape](const TensorList& g, const TensorList&) -> TensorList {
-                            return {avg_pool2d_backward(g[0], in_shape, p)};
-                          });
+  return avg_pool2d_p(input, p, out_shape);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_size) {
