@@ -35,6 +35,24 @@ TEST_CASE("create_graph: the gradient of x^3 is 3x^2 and can be differentiated a
   for (double v : z.grad().to_vector<double>()) CHECK(v == Approx(2.0));
 }
 
+TEST_CASE("create_graph gradients accumulate out of place, and a plain backward adds to them") {
+  Tensor x = r({3});
+  (x * x).sum().backward({}, {}, /*create_graph=*/true);
+  Tensor first = x.grad();
+  (x * x * x).sum().backward({}, {}, /*create_graph=*/true);
+  REQUIRE(x.grad().requires_grad());
+  CHECK(first.raw_data() != x.grad().raw_data());  // the first gradient was not overwritten
+  // d/dx of the accumulated 2x + 3x^2 is 2 + 6x.
+  TensorList h = octo::autograd::grad({x.grad().sum()}, {x});
+  auto xv = x.to_vector<double>(), hv = h[0].to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) CHECK(hv[i] == Approx(2 + 6 * xv[i]));
+  (x * 4.0).sum().backward();  // plain: adds 4 without recording
+  CHECK_FALSE(x.grad().requires_grad());
+  auto gv = x.grad().to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) CHECK(gv[i] == Approx(2 * xv[i] + 3 * xv[i] * xv[i] + 4));
+  x.set_grad(Tensor());  // break the leaf <-> gradient cycle a create_graph .grad makes
+}
+
 TEST_CASE("without create_graph the gradient has no history") {
   Tensor x = r({3});
   TensorList g = octo::autograd::grad({(x * x).sum()}, {x});
