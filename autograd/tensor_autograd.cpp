@@ -2,12 +2,20 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "core/error.h"
+#include "tensor/autograd_hooks.h"
 #include "tensor/autograd_meta.h"
 #include "tensor/tensor.h"
 
 namespace octo {
 
 namespace {
+// Tells tensor/'s printing a grad_fn's name (Note [Autograd hooks] in tensor/autograd_hooks.h).
+const bool kNodeNameHookInstalled = [] {
+  detail::set_node_name_hook(
+      [](const autograd::Node& node) -> const std::string& { return node.name(); });
+  return true;
+}();
+
 AutogradMeta& meta_of(const Tensor& t) {
   auto& m = t.impl().autograd;
   if (!m) m = std::make_unique<AutogradMeta>();

@@ -1,12 +1,21 @@
-// Device parsing and printing.
+// Device parsing and printing, and the calling thread's current device index.
 #include "core/device.h"
 
 #include <charconv>
 
-#include "core/device_hooks.h"
 #include "core/error.h"
 
 namespace octo {
+
+namespace {
+thread_local int tls_current[2] = {0, 0};  // indexed by DeviceType
+}
+
+int current_device_index(DeviceType type) { return tls_current[static_cast<int>(type)]; }
+
+void detail::set_current_device_index(DeviceType type, int index) {
+  tls_current[static_cast<int>(type)] = index;
+}
 
 Device::Device(std::string_view spec) : type_(DeviceType::CPU), index_(0) {
   auto colon = spec.find(':');

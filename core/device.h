@@ -48,6 +48,16 @@ std::ostream& operator<<(std::ostream& os, const Device& d);
 
 inline constexpr Device kCPU{DeviceType::CPU, 0};
 
+/// The calling thread's current device index of a type (cuda:0 unless a DeviceGuard changed it):
+/// what Device("cuda") resolves to. DeviceGuard (core/device_hooks.h) is what changes it.
+int current_device_index(DeviceType type);
+
+namespace detail {
+/// Sets the calling thread's current index of a type; only DeviceGuard calls it (it also tells
+/// the CUDA runtime, which this header cannot see).
+void set_current_device_index(DeviceType type, int index);
+}  // namespace detail
+
 }  // namespace octo
 
 template <>

@@ -7,10 +7,6 @@
 
 namespace octo {
 
-namespace {
-thread_local int tls_current[2] = {0, 0};  // indexed by DeviceType
-}
-
 namespace cuda {
 bool is_available() { return cuda_hooks().is_built() && cuda_hooks().device_count() > 0; }
 int device_count() { return cuda_hooks().is_built() ? cuda_hooks().device_count() : 0; }
@@ -21,8 +17,6 @@ std::atomic<bool> g_allow_tf32{false};
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 }  // namespace cuda
-
-int current_device_index(DeviceType type) { return tls_current[static_cast<int>(type)]; }
 
 void check_device_available(Device device) {
   if (device.is_cpu()) return;
@@ -41,16 +35,16 @@ void synchronize(Device device) {
 }
 
 DeviceGuard::DeviceGuard(Device device)
-    : type_(device.type()), previous_(tls_current[static_cast<int>(device.type())]) {
+    : type_(device.type()), previous_(current_device_index(device.type())) {
   if (device.is_cuda()) {
     check_device_available(device);
     cuda_hooks().set_device(device.index());
   }
-  tls_current[static_cast<int>(type_)] = device.index();
+  detail::set_current_device_index(type_, device.index());
 }
 
 DeviceGuard::~DeviceGuard() {
-  tls_current[static_cast<int>(type_)] = previous_;
+  detail::set_current_device_index(type_, previous_);
   if (type_ == DeviceType::CUDA) {
     try {
       cuda_hooks().set_device(previous_);

@@ -3,10 +3,11 @@
 
 #include <string>
 
-#include "core/allocator.h"
 #include "core/device.h"
 
 namespace octo {
+
+class Allocator;  // core/allocator.h; only pointers pass here, so allocator.cpp may include this
 
 /// What core/ and tensor/ need from the CUDA runtime. kernels/cuda/ implements it; a build without
 /// CUDA links a stub whose calls throw "octo was built without CUDA support" (device_count() is 0).
@@ -44,8 +45,6 @@ void set_allow_tf32(bool allow);
 bool allow_tf32();
 }  // namespace cuda
 
-/// The calling thread's current device index of a type (cuda:0 unless a DeviceGuard changed it).
-int current_device_index(DeviceType type);
 /// Throws DeviceError unless the device exists: any cpu:N, cuda:N with N < cuda::device_count().
 void check_device_available(Device device);
 /// Blocks until all queued work on the device has finished (no-op for CPU devices).

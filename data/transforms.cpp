@@ -2,7 +2,6 @@
 #include "data/transforms.h"
 
 #include "autograd/grad_mode.h"
-#include "autograd/ops/elementwise.h"
 #include "core/error.h"
 #include "tensor/factories.h"
 

@@ -69,6 +69,12 @@ class Backend {
   /// dst = src elementwise, same shape, any strides, converting dtype. For CUDA it also copies
   /// between host and device or between GPUs when the devices differ.
   virtual void copy(const TensorArg& dst, const TensorArg& src) = 0;
+  /// copy() that may return before it has finished when it moves data between a GPU and
+  /// contiguous pinned host memory of the same dtype (Note [Non-blocking copies] in
+  /// kernels/cuda/copy.cpp): the caller must not read the destination of such a download, nor
+  /// overwrite the source of such an upload, before synchronising the GPU's current stream.
+  /// Every other copy is complete on return. The CPU backend has no such copies: copy().
+  virtual void copy_non_blocking(const TensorArg& dst, const TensorArg& src) { copy(dst, src); }
 
   // --- elementwise (the math is kernels/functors.h, shared by both backends) ------------------
   /// out = op(in); out and in have the same shape and dtype (Clamp etc. take alpha/beta).

@@ -2,7 +2,6 @@
 #include "core/device_hooks.h"
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/host_allocator.h"
 
 namespace octo {
 
@@ -33,7 +32,6 @@ const CudaHooks& cuda_hooks() {
 
 namespace kernels {
 Backend& cuda_backend() { no_cuda(); }
-void cuda_copy(const TensorArg&, const TensorArg&, bool) { no_cuda(); }
 }  // namespace kernels
 
 }  // namespace octo

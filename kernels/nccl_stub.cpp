@@ -1,5 +1,5 @@
 // Linked instead of kernels/cuda/nccl.cpp when octo is built without CUDA: NCCL is unavailable.
-#include "kernels/cuda/nccl.h"
+#include "kernels/collectives.h"
 
 #include "core/error.h"
 

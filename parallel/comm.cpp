@@ -15,20 +15,20 @@
 #include "core/device_worker.h"
 #include "core/error.h"
 #include "core/trace.h"
-#include "kernels/cuda/nccl.h"
+#include "kernels/collectives.h"
 
 namespace octo::parallel::comm {
 
-// Note [NCCL in comm]: broadcast_coalesced and reduce_add_coalesced use NCCL (kernels/cuda/nccl.h)
-// when more than one device is involved, every device is a distinct CUDA device, NCCL is
-// available and the environment variable OCTO_NCCL is not "0"; otherwise they copy, as on CPU
-// devices. Like torch.cuda.comm, tensors are packed per dtype, in order, into flat buffers of at
-// most kBufferBytes (a larger tensor travels alone), and one collective moves each buffer. Even
-// a lone tensor is packed: NCCL gets fresh allocations only, as kernels/cuda/nccl.h requires. On
-// the receiving side a buffer holding one tensor becomes that tensor (a view of the whole
-// buffer); the tensors of a shared buffer are copied out of it rather than viewed. Views would
-// share one Storage and so one version counter (Note [Version counter]): an in-place op on one
-// result would make autograd reject the others, and record_stream needs each tensor's storage
+// Note [NCCL in comm]: broadcast_coalesced and reduce_add_coalesced use NCCL
+// (kernels/collectives.h) when more than one device is involved, every device is a distinct CUDA
+// device, NCCL is available and the environment variable OCTO_NCCL is not "0"; otherwise they copy,
+// as on CPU devices. Like torch.cuda.comm, tensors are packed per dtype, in order, into flat
+// buffers of at most kBufferBytes (a larger tensor travels alone), and one collective moves each
+// buffer. Even a lone tensor is packed: NCCL gets fresh allocations only, as kernels/collectives.h
+// requires. On the receiving side a buffer holding one tensor becomes that tensor (a view of the
+// whole buffer); the tensors of a shared buffer are copied out of it rather than viewed. Views
+// would share one Storage and so one version counter (Note [Version counter]): an in-place op on
+// one result would make autograd reject the others, and record_stream needs each tensor's storage
 // to start an allocation. The results equal the copy path's: same values (sums of more than two
 // floating-point tensors may round differently, NCCL adds in its own order), contiguous,
 // storages of their own, no autograd history; the source's entries are the inputs themselves.

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "autograd/node.h"
+#include "tensor/autograd_hooks.h"
 #include "tensor/tensor.h"
 
 namespace octo {
@@ -140,8 +140,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (t.device() != kCPU) os << ", device='" << t.device() << "'";
   if (t.dtype() != kFloat32 && t.dtype() != kInt64 && t.dtype() != kBool)
     os << ", dtype=" << t.dtype();
-  if (t.grad_fn()) {
-    os << ", grad_fn=<" << t.grad_fn()->name() << ">";
+  if (auto node = t.grad_fn()) {
+    os << ", grad_fn=<" << detail::node_name(*node) << ">";
   } else if (t.requires_grad()) {
     os << ", requires_grad=True";
   }

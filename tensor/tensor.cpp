@@ -6,19 +6,8 @@
 #include "core/device_hooks.h"
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "tensor/autograd_meta.h"
 
 namespace octo {
-
-TensorImpl::TensorImpl(std::shared_ptr<Storage> s, Shape sz, Shape st, int64_t off, DType dt)
-    : storage(std::move(s)),
-      sizes(std::move(sz)),
-      strides(std::move(st)),
-      offset(off),
-      dtype(dt),
-      device(storage->device) {}
-
-TensorImpl::~TensorImpl() = default;
 
 TensorImpl& Tensor::impl() const {
   OCTO_CHECK(impl_ != nullptr,

@@ -31,6 +31,20 @@ struct TensorOptions {
   bool requires_grad = false;
 };
 
+// Note [Tensor methods defined in autograd/]: Tensor is declared here, in tensor/, but every
+// method that computes -- conversions and copies (to, contiguous, clone, copy_, fill_,
+// pin_memory), views (view, reshape, transpose, ..., expand), the math methods and operators,
+// and the autograd entry points (requires_grad_, grad, grad_fn, backward, detach, hooks,
+// version) -- is an autograd op or touches the tape, so it is defined in autograd/: copy.cpp,
+// views.cpp, elementwise.cpp, linalg.cpp, reduce.cpp, softmax.cpp in autograd/ops/, and
+// tensor_autograd.cpp. tensor/ itself defines only the metadata accessors, raw_data/data_ptr,
+// item/to_vector, arg() and the detail:: helpers (tensor.cpp). This is the one sanctioned
+// reference from a layer to a later one (docs/architecture.md, "Layering"): it keeps the
+// libtorch-style API (t.to(dev), t.view(...), t.backward(), a.matmul(b)) on the class where
+// users look for it, at the price that tensor/ links only together with autograd/. No header
+// of tensor/ includes autograd/; tensor/'s own code reaches autograd only through these
+// methods and tensor/autograd_hooks.h.
+
 /// A tensor. Copying a Tensor copies the handle, not the data (like torch.Tensor in Python);
 /// use clone() for a deep copy. A default-constructed Tensor is undefined (defined() == false).
 class Tensor {
@@ -67,7 +81,7 @@ class Tensor {
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
-  // --- conversions and copies -----------------------------------------------------------------
+  // --- conversions and copies (autograd/ops/copy.cpp; is_pinned: tensor.cpp) ----------------
   /// Same data on another device or dtype; returns *this when nothing changes (like PyTorch).
   ///
   /// non_blocking (torch's `non_blocking=True`) only matters between a GPU and pinned host
@@ -114,7 +128,7 @@ class Tensor {
   template <typename T>
   std::vector<T> to_vector() const;
 
-  // --- views (share storage; see autograd/ops/views.cpp) --------------------------------------
+  // --- views (share storage; defined in autograd/ops/views.cpp) ------------------------------
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
@@ -198,6 +212,7 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// Defined in autograd/ops/elementwise.cpp (Note [Tensor methods defined in autograd/]).
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);

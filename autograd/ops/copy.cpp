@@ -5,22 +5,22 @@
 #include "core/device_hooks.h"
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/host_allocator.h"
 #include "tensor/factories.h"
 
 namespace octo {
 
 namespace detail {
 /// dst = src for equal shapes, any devices and dtypes. Copies that touch a CUDA device go through
-/// the CUDA backend (non_blocking: see Note [Non-blocking copies] in kernels/cuda/copy.cpp);
-/// cpu:i <-> cpu:j is a host copy.
+/// the CUDA backend, which moves data between host and GPUs (non_blocking: see
+/// Backend::copy_non_blocking); cpu:i <-> cpu:j is a host copy.
 void copy_raw(const Tensor& dst, const Tensor& src, bool non_blocking = false) {
   OCTO_INTERNAL_ASSERT(dst.sizes() == src.sizes());
   if (dst.numel() == 0) return;
-  if (dst.device().is_cuda() || src.device().is_cuda()) {
-    kernels::cuda_copy(dst.arg(), src.arg(), non_blocking);
+  kernels::Backend& b = kernels::backend(dst.device().is_cuda() ? dst.device() : src.device());
+  if (non_blocking) {
+    b.copy_non_blocking(dst.arg(), src.arg());
   } else {
-    kernels::cpu_backend().copy(dst.arg(), src.arg());
+    b.copy(dst.arg(), src.arg());
   }
 }
 }  // namespace detail

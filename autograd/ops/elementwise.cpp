@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "autograd/function.h"
-#include "autograd/ops/reduce.h"
+#include "autograd/ops/sum_to.h"
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "kernels/functors.h"

@@ -1,4 +1,4 @@
-// Reductions (sum, mean, prod, max, min, arg*, var, std, logsumexp, sum_to) and their backward.
+// Reductions (sum, mean, prod, max, min, arg*, var, std, logsumexp) and their backward.
 //
 // Every reduction runs the Backend::reduce kernel into the keepdim form of its result (size 1 in
 // each reduced dim), then views it as the shape the caller asked for. Backward formulas start by
@@ -265,26 +265,6 @@ Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
   }
   Tensor out = log(sum(exp(x - shift), {d}, true)) + shift;
   return keepdim || x.dim() == 0 ? out : out.squeeze(d);
-}
-
-Tensor sum_to(const Tensor& x, const Shape& shape) {
-  if (x.sizes() == shape) return x;
-  const int64_t nd = x.dim(), lead = nd - static_cast<int64_t>(shape.size());
-  OCTO_CHECK_VALUE(lead >= 0, "sum_to: cannot sum a tensor of shape ", x.sizes(), " to shape ",
-                   shape, " with more dims");
-  std::vector<bool> mask(static_cast<size_t>(nd), false);
-  for (int64_t d = 0; d < nd; ++d) {
-    if (d < lead) {
-      mask[d] = true;
-      continue;
-    }
-    int64_t want = shape[d - lead];
-    OCTO_CHECK_VALUE(want == x.sizes()[d] || want == 1, "sum_to: shape ", x.sizes(),
-                     " cannot be summed to ", shape, " (dim ", d, " has size ", x.sizes()[d],
-                     ", expected ", want, " or 1)");
-    mask[d] = want != x.sizes()[d];
-  }
-  return sum_masked(x, mask, shape);
 }
 
 Tensor Tensor::sum() const { return octo::sum(*this); }

@@ -1,8 +1,9 @@
-// Reductions over any set of dims (sum, mean, max, min, var, ...) and sum_to for broadcasting.
+// Reductions over any set of dims (sum, mean, max, min, var, ...); sum_to comes with them.
 #pragma once
 
 #include <utility>
 
+#include "autograd/ops/sum_to.h"  // Note [sum_to stands alone]
 #include "tensor/tensor.h"
 
 namespace octo {
@@ -28,8 +29,5 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keep
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 /// log(sum(exp(x))) along dim, computed stably.
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
-/// Sums x down to `shape` -- the inverse of broadcasting; every backward of a broadcasting op
-/// uses it to give each input a gradient of its own shape.
-Tensor sum_to(const Tensor& x, const Shape& shape);
 
 }  // namespace octo

@@ -198,6 +198,9 @@ void copy_between_devices(const TensorArg& dst, const TensorArg& src) {
 }  // namespace
 
 void CudaBackend::copy(const TensorArg& dst, const TensorArg& src) { cuda_copy(dst, src, false); }
+void CudaBackend::copy_non_blocking(const TensorArg& dst, const TensorArg& src) {
+  cuda_copy(dst, src, true);
+}
 
 void cuda_copy(const TensorArg& dst, const TensorArg& src, bool non_blocking) {
   OCTO_INTERNAL_ASSERT(dst.ndim == src.ndim);

@@ -11,6 +11,7 @@ class CudaBackend final : public Backend {
   // memory.cu (fill, same-device copies) and copy.cpp (host <-> device and peer copies)
   void fill(const TensorArg& out, Scalar value) override;
   void copy(const TensorArg& dst, const TensorArg& src) override;
+  void copy_non_blocking(const TensorArg& dst, const TensorArg& src) override;
   // elementwise.cu (float32, float64, int64, bool; where: any dtype)
   void unary(UnaryOp op, const TensorArg& out, const TensorArg& in, Scalar alpha,
              Scalar beta) override;

@@ -39,13 +39,14 @@ void empty_host_cache();
 
 namespace octo::kernels {
 
-/// dst = src where either side is on a GPU, as Backend::copy (CudaBackend::copy is this with
-/// non_blocking = false). With non_blocking = true and equal dtypes, a copy whose host side is
-/// contiguous pinned memory is queued on the GPU's current stream and the call returns at once
-/// (see Note [Non-blocking copies] in kernels/cuda/copy.cpp): the caller must not read a
-/// non-blocking download, nor overwrite the source of an upload, before synchronising that
-/// stream. Every other copy (pageable host memory, strided host side, dtype conversion) waits
-/// for the GPU as before, whatever non_blocking says. Throws DeviceError without CUDA support.
+/// dst = src where either side is on a GPU: CudaBackend::copy (non_blocking = false) and
+/// CudaBackend::copy_non_blocking (true), the only way code outside kernels/ reaches it. With
+/// non_blocking = true and equal dtypes, a copy whose host side is contiguous pinned memory is
+/// queued on the GPU's current stream and the call returns at once (see Note [Non-blocking copies]
+/// in kernels/cuda/copy.cpp): the caller must not read a non-blocking download, nor overwrite the
+/// source of an upload, before synchronising that stream. Every other copy (pageable host memory,
+/// strided host side, dtype conversion) waits for the GPU as before, whatever non_blocking says.
+/// Throws DeviceError without CUDA support.
 void cuda_copy(const TensorArg& dst, const TensorArg& src, bool non_blocking);
 
 }  // namespace octo::kernels

@@ -14,7 +14,7 @@
 // device), on one dedicated stream per device that nothing else uses: on every device the NCCL
 // kernels then run in the same, global order. The streams are created here rather than taken
 // from stream_from_pool(), whose streams are shared round-robin with other work.
-#include "kernels/cuda/nccl.h"
+#include "kernels/collectives.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

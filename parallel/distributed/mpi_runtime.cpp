@@ -20,7 +20,7 @@
 
 #include "core/half.h"
 #include "core/trace.h"
-#include "parallel/distributed/mpi_runtime.h"
+#include "parallel/distributed/process_group.h"
 #include "tensor/factories.h"
 
 namespace octo::distributed {

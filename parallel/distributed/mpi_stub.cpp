@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "parallel/distributed/mpi_runtime.h"
+#include "parallel/distributed/process_group.h"
 
 namespace octo::distributed {
 

@@ -8,7 +8,6 @@
 
 #include "core/device_hooks.h"
 #include "core/trace.h"
-#include "parallel/distributed/mpi_runtime.h"
 
 namespace octo::distributed {
 

@@ -135,6 +135,15 @@ std::shared_ptr<ProcessGroup> new_mpi_group(std::chrono::milliseconds timeout);
 std::shared_ptr<ProcessGroup> new_nccl_group(std::chrono::milliseconds timeout);
 
 namespace detail {
+// The few MPI calls outside the MPI process group: start, end, abort, bootstrap (mpi_runtime.cpp,
+// or mpi_stub.cpp in a build without MPI), declared here next to new_mpi_group which those files
+// also define.
+bool mpi_available();
+/// MPI_Init_thread (MPI_THREAD_MULTIPLE), then rank, size and the local rank (ranks sharing this
+/// machine's memory, MPI_COMM_TYPE_SHARED).
+RankInfo mpi_init();
+void mpi_finalize();
+void mpi_abort(int code);
 /// Broadcasts raw bytes from rank 0 over MPI (the NCCL unique id). Blocking; bounded by timeout.
 void bootstrap_broadcast(void* data, size_t bytes, std::chrono::milliseconds timeout);
 /// "all_reduce of 1,024 float32 elements (4.0 KiB)"

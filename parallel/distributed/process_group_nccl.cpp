@@ -2,7 +2,7 @@
 // unique id sent from rank 0 over MPI, on its own stream ordered against the compute stream.
 //
 // Note [NCCL work and timeouts]: a collective is queued on the communicator's stream after the
-// work already on the caller's current stream (kernels/cuda/nccl.h). wait() polls its completion
+// work already on the caller's current stream (kernels/collectives.h). wait() polls its completion
 // event from the host, sleeping between polls, for at most the group's timeout, then makes the
 // current stream wait for it, so later kernels see the result. On a timeout the communicator is
 // aborted (ncclCommAbort ends the kernels spinning on a missing peer) and the group is broken.
@@ -15,7 +15,7 @@
 #include "autograd/ops/indexing.h"
 #include "core/device_hooks.h"
 #include "core/trace.h"
-#include "kernels/cuda/nccl.h"
+#include "kernels/collectives.h"
 #include "parallel/distributed/process_group.h"
 #include "tensor/factories.h"
 #include "tensor/tensor_impl.h"

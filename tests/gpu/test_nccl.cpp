@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/nccl.h"
+#include "kernels/collectives.h"
 #include "kernels/cuda/stream.h"
 #include "parallel/models.h"
 

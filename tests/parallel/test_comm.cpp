@@ -5,7 +5,7 @@
 
 #include <octo/octo.h>
 
-#include "kernels/cuda/nccl.h"
+#include "kernels/collectives.h"
 
 using octo::Device;
 using octo::Tensor;

@@ -131,4 +131,8 @@ TEST_CASE("printing looks like PyTorch") {
   std::ostringstream s5;
   s5 << octo::zeros({2}, {.requires_grad = true});
   CHECK(s5.str() == "tensor([0., 0.], requires_grad=True)");
+  // The grad_fn name reaches tensor/'s printing through autograd's hook (tensor/autograd_hooks.h).
+  std::ostringstream s6;
+  s6 << octo::zeros({2}, {.requires_grad = true}) * 2.0;
+  CHECK(s6.str() == "tensor([0., 0.], grad_fn=<MulBackward>)");
 }

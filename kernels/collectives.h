@@ -1,5 +1,5 @@
-// NCCL broadcast and reduce over a group of CUDA devices in one process (what torch.cuda.nccl
-// does).
+// NCCL collectives over CUDA devices, as code outside kernels/ sees them: TensorArgs in, no CUDA
+// types. kernels/cuda/nccl.cpp implements them; a build without CUDA links kernels/nccl_stub.cpp.
 #pragma once
 
 #include <array>
@@ -9,6 +9,8 @@
 #include "kernels/tensor_arg.h"
 
 namespace octo::cuda::nccl {
+
+// --- Several CUDA devices of one process (what torch.cuda.nccl does; parallel/comm) -----------
 
 // Every function takes one buffer per device of the group: buffers[i] is rank i and lives on the
 // i-th device, the devices are distinct CUDA devices, and every buffer is contiguous with the
