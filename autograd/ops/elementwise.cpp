@@ -100,8 +100,8 @@ Tensor raw_binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, 
 
 /// out = op(x) (out is bool for LogicalNot), no autograd.
 Tensor raw_unary(UnaryOp op, const Tensor& x, Scalar alpha = {}, Scalar beta = {}) {
-  Tensor out =
-      detail::make_empty(x.sizes(), op == UnaryOp::LogicalNot ? kBool : x.dtype(), x.device());
+  Tensor out = detail::make_empty(x.sizes(), kernels::unary_returns_bool(op) ? kBool : x.dtype(),
+                                  x.device());
   if (out.numel() > 0) kernels::backend(x.device()).unary(op, out.arg(), x.arg(), alpha, beta);
   return out;
 }
