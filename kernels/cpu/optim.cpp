@@ -72,10 +72,7 @@ void CpuBackend::sgd_update(const TensorArg& param, const TensorArg& grad,
 void CpuBackend::adam_update(const TensorArg& param, const TensorArg& grad,
                              const TensorArg& exp_avg, const TensorArg& exp_avg_sq,
                              const TensorArg& max_exp_avg_sq, const AdamParams& p) {
-  optim_math::check_operand(param, grad);
-  optim_math::check_operand(param, exp_avg);
-  optim_math::check_operand(param, exp_avg_sq);
-  if (p.amsgrad) optim_math::check_operand(param, max_exp_avg_sq);
+  optim_math::check_adam_args(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p);
   dispatch_dtypes<FloatingTypes>(param.dtype, "adam_update", [&](auto tag) {
     using T = decltype(tag);
     using C = opmath_t<T>;

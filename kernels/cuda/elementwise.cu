@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loops.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/elementwise_args.h"
 #include "kernels/functors.h"
 
 namespace octo::kernels {
@@ -52,11 +53,6 @@ __global__ void where_kernel(TensorArg out, TensorArg cond, TensorArg a, TensorA
   }
 }
 
-void check_same_shape(const TensorArg& out, const TensorArg& in) {
-  OCTO_INTERNAL_ASSERT(out.ndim == in.ndim);
-  for (int d = 0; d < out.ndim; ++d) OCTO_INTERNAL_ASSERT(out.sizes[d] == in.sizes[d]);
-}
-
 /// The dtypes the CUDA elementwise kernels are built for (others: NotImplementedError).
 using CudaElementwiseTypes = DTypes<kFloat32, kFloat64, kInt64, kBool>;
 
@@ -67,7 +63,7 @@ using out_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
 
 void CudaBackend::unary(UnaryOp op, const TensorArg& out, const TensorArg& in, Scalar alpha,
                         Scalar beta) {
-  check_same_shape(out, in);
+  elementwise::check_same_shape(out, in);
   const int64_t n = out.numel();
   dispatch_dtypes<CudaElementwiseTypes>(
       in.dtype, op_name(op),
@@ -91,9 +87,7 @@ void CudaBackend::unary(UnaryOp op, const TensorArg& out, const TensorArg& in, S
 
 void CudaBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b,
                          Scalar alpha) {
-  check_same_shape(out, a);
-  check_same_shape(out, b);
-  OCTO_INTERNAL_ASSERT(a.dtype == b.dtype);
+  elementwise::check_binary_args(out, a, b);
   const int64_t n = out.numel();
   dispatch_dtypes<CudaElementwiseTypes>(
       a.dtype, op_name(op),
@@ -118,10 +112,7 @@ void CudaBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, 
 
 void CudaBackend::where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
                         const TensorArg& b) {
-  check_same_shape(out, cond);
-  check_same_shape(out, a);
-  check_same_shape(out, b);
-  OCTO_INTERNAL_ASSERT(cond.dtype == kBool && a.dtype == out.dtype && b.dtype == out.dtype);
+  elementwise::check_where_args(out, cond, a, b);
   const int64_t n = out.numel();
   if (n == 0) return;
   std::array<TensorArg, 4> args{out, cond, a, b};

@@ -113,10 +113,7 @@ void CudaBackend::sgd_update(const TensorArg& param, const TensorArg& grad,
 void CudaBackend::adam_update(const TensorArg& param, const TensorArg& grad,
                               const TensorArg& exp_avg, const TensorArg& exp_avg_sq,
                               const TensorArg& max_exp_avg_sq, const AdamParams& p) {
-  optim_math::check_operand(param, grad);
-  optim_math::check_operand(param, exp_avg);
-  optim_math::check_operand(param, exp_avg_sq);
-  if (p.amsgrad) optim_math::check_operand(param, max_exp_avg_sq);
+  optim_math::check_adam_args(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p);
   const int64_t n = param.numel();
   dispatch_dtypes<FloatingTypes>(param.dtype, "adam_update", [&](auto tag) {
     using T = decltype(tag);
