@@ -68,7 +68,8 @@
   X(PowScalar, "pow", Numeric)         /* x ** alpha */                                       \
   X(Clamp, "clamp", Numeric)           /* to [alpha, beta]; a missing bound is -inf / +inf */ \
   X(AddScalar, "add", Numeric)         /* x + alpha */                                        \
-  X(MulScalar, "mul", Numeric)         /* x * alpha */
+  X(MulScalar, "mul", Numeric)         /* x * alpha */                                        \
+  X(Softplus, "softplus", Floating)    /* alpha = beta, beta = threshold */
 
 /// out = f(a, b), a and b already broadcast to out's shape (stride-0 dims).
 #define OCTO_BINARY_OPS(X)          \
@@ -293,6 +294,18 @@ struct Clamp {
   OCTO_HOST_DEVICE T operator()(T x) const {  // min(max(x, lo), hi), as torch.clamp; NaN stays
     T y = x < lo ? lo : x;
     return y > hi ? hi : y;
+  }
+};
+/// torch.nn.functional.softplus: x where beta * x > threshold, else log1p(exp(beta * x)) / beta.
+template <typename T>
+struct Softplus {
+  T beta, threshold;
+  static Softplus make(Scalar alpha, Scalar beta) { return {alpha.to<T>(), beta.to<T>()}; }
+  OCTO_HOST_DEVICE T operator()(T x) const {
+    using std::exp;
+    using std::log1p;
+    const T bx = x * beta;
+    return bx > threshold ? x : log1p(exp(bx)) / beta;
   }
 };
 template <typename T>
