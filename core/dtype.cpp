@@ -2,6 +2,7 @@
 #include "core/dtype.h"
 
 #include <array>
+#include <string>
 
 namespace octo {
 
@@ -58,6 +59,22 @@ DType dtype_from_name(std::string_view name) {
 }
 
 std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+namespace detail {
+void throw_dtype_error(DTypeError kind, const char* op, DType found, const DType* supported,
+                       size_t count) {
+  std::string list;
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) list += ", ";
+    list += dtype_name(supported[i]);
+  }
+  if (kind == DTypeError::NotImplemented) {
+    OCTO_THROW(NotImplementedError, op, " is not implemented for dtype ", found,
+               " on this backend yet (", list, count == 1 ? " is)" : " are)");
+  }
+  OCTO_THROW(ValueError, op, ": unsupported dtype ", found, "; expected one of ", list);
+}
+}  // namespace detail
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;

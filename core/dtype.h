@@ -1,4 +1,4 @@
-// DType: the element types a tensor can hold, their sizes and names, and dispatch macros.
+// DType: the element types a tensor can hold, their sizes and names, and dtype dispatch.
 #pragma once
 
 #include <cstddef>
@@ -57,6 +57,80 @@ OCTO_CPP_TO_DTYPE(Float16, kFloat16)
 #undef OCTO_CPP_TO_DTYPE
 template <typename T>
 inline constexpr DType dtype_of = CppToDType<T>::value;
+
+/// The C++ type of a dtype: cpp_type_t<kFloat32> is float (the inverse of dtype_of).
+template <DType D>
+struct DTypeToCpp;
+#define OCTO_DTYPE_TO_CPP(D, T) \
+  template <>                   \
+  struct DTypeToCpp<D> {        \
+    using type = T;             \
+  };
+OCTO_DTYPE_TO_CPP(kFloat32, float)
+OCTO_DTYPE_TO_CPP(kFloat64, double)
+OCTO_DTYPE_TO_CPP(kInt64, int64_t)
+OCTO_DTYPE_TO_CPP(kInt32, int32_t)
+OCTO_DTYPE_TO_CPP(kUInt8, uint8_t)
+OCTO_DTYPE_TO_CPP(kBool, bool)
+OCTO_DTYPE_TO_CPP(kBFloat16, BFloat16)
+OCTO_DTYPE_TO_CPP(kFloat16, Float16)
+#undef OCTO_DTYPE_TO_CPP
+template <DType D>
+using cpp_type_t = typename DTypeToCpp<D>::type;
+
+// --- dispatch over a list of dtypes
+// ----------------------------------------------------------------
+//
+// Note [One dtype dispatch]
+// A kernel that is built for a fixed set of dtypes names the set once, as a DTypes<...> list, and
+// dispatches with
+//
+//   dispatch_dtypes<FloatingTypes>(param.dtype, "sgd_update", [&](auto tag) {
+//     using T = decltype(tag);  // float, double, BFloat16 or Float16
+//     ...
+//   });
+//
+// f receives a value-initialised T as a type tag. Any other dtype throws, naming the op, the dtype
+// found and the ones the list holds: a ValueError ("op: unsupported dtype int64; expected one of
+// float32, float64, bfloat16, float16") when the op is not defined for it, or with
+// DTypeError::NotImplemented a NotImplementedError ("op is not implemented for dtype int32 on this
+// backend yet (float32, float64 are)") when another backend has it and this one does not yet. Plain
+// host templates, so nvcc compiles them in the host code of .cu files. (The OCTO_DISPATCH_* macros
+// below, which bind `scalar_t`, are the older form for the CPU kernels' fixed sets.)
+
+template <DType... Ds>
+struct DTypes {
+  static constexpr DType values[] = {Ds...};
+};
+/// The floating dtypes including the 16-bit storage types (computed in float by the kernels).
+using FloatingTypes = DTypes<kFloat32, kFloat64, kBFloat16, kFloat16>;
+/// float32 and float64 only.
+using Float32And64 = DTypes<kFloat32, kFloat64>;
+
+/// What dispatch_dtypes throws for a dtype outside its list.
+enum class DTypeError : int8_t {
+  Unsupported,     // ValueError: the op is not defined for that dtype
+  NotImplemented,  // NotImplementedError: this backend does not have it yet
+};
+
+namespace detail {
+[[noreturn]] void throw_dtype_error(DTypeError kind, const char* op, DType found,
+                                    const DType* supported, size_t count);
+
+template <DType... Ds, typename F>
+void dispatch_in(DTypes<Ds...>, DType dtype, const char* op, F& f, DTypeError error) {
+  const bool found = ((dtype == Ds ? (f(cpp_type_t<Ds>{}), true) : false) || ...);
+  if (!found) throw_dtype_error(error, op, dtype, DTypes<Ds...>::values, sizeof...(Ds));
+}
+}  // namespace detail
+
+/// Calls f(T{}) with T = cpp_type_t<dtype> when dtype is in List (a DTypes<...>), else throws
+/// (Note [One dtype dispatch]).
+template <typename List, typename F>
+void dispatch_dtypes(DType dtype, const char* op, F&& f,
+                     DTypeError error = DTypeError::Unsupported) {
+  detail::dispatch_in(List{}, dtype, op, f, error);
+}
 
 }  // namespace octo
 

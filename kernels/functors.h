@@ -1,24 +1,34 @@
-// Elementwise math written once as host-device functors, shared by the CPU and CUDA backends.
+// The elementwise op table: every UnaryOp / BinaryOp, its name and its math, in one place.
 //
-// Each UnaryOp / BinaryOp has one functor templated on the scalar type T; its result type is T,
-// or bool for comparisons, logical ops and LogicalNot. visit_unary / visit_binary map a runtime op
-// to its functor and call a generic lambda with it, so both backends share the op -> functor
-// mapping and instantiate one loop per (dtype, op):
+// Note [The op table]
+// Each elementwise op is one entry X(Kind, "name", dtypes) in OCTO_UNARY_OPS, OCTO_BINARY_OPS or
+// OCTO_BINARY_BACKWARD_OPS below, plus its functor fn::Kind<T> further down. Everything else is
+// generated from the lists: the UnaryOp / BinaryOp enums, op_name(), unary_returns_bool() /
+// binary_returns_bool(), and the switches of visit_unary / visit_binary that both backends use to
+// map a runtime op to its functor. A list entry without a functor does not compile (the generated
+// switch names fn::Kind<T>); a functor without an entry is never called. `dtypes` says which
+// scalar types the op is defined for:
+//   Any      : every dtype, bool included (logic, comparisons, Add = or, Mul = and, max/min);
+//   Numeric  : every dtype but bool;
+//   Floating : float/double (and float16/bfloat16, which the backends compute in float).
+// Other dtypes get "op: unsupported dtype ..." from the backend. A functor returns T, or bool for
+// comparisons, logic and LogicalNot (the result dtype follows). Ops with parameters (alpha, beta
+// of Backend::unary / binary) give their functor a host-only `static Kind make(Scalar alpha,
+// Scalar beta)`; the others are built as Kind<T>{}.
+//
+// Only CUDA-device-safe code in functors: <cmath> functions on float/double (nvcc maps std::exp &
+// co. to its device math library), no std:: algorithms, no exceptions. The CPU backend instantiates
+// them in kernels/cpu/elementwise.cpp, the CUDA backend in kernels/cuda/elementwise.cu, so both
+// run the same math:
 //
 //   visit_binary<float>(op, alpha, [&](auto f) { launch(f, out, a, b); });  // false: unsupported
 //
-// Only CUDA-device-safe code here: <cmath> functions on float/double (nvcc maps std::exp & co. to
-// its device math library), no std:: algorithms, no exceptions. Which dtypes an op supports:
-//   float/double : everything;
-//   int64/int32/uint8 : Neg Abs Sign Square Relu Floor Ceil Round Clamp AddScalar MulScalar
-//                       PowScalar, Add Sub Mul Pow Maximum Minimum, comparisons, logic;
-//   bool : LogicalNot, Add (or) Mul (and) Maximum Minimum, comparisons, logic.
-// Backends visit float16/bfloat16 tensors with T = float (load, compute in float, store).
 // The per-element random transforms (uniform, normal, bernoulli, randint over Philox) are at the
 // end, for the same reason: CPU and CUDA draw identical streams for identical counters.
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -26,11 +36,83 @@
 #include "core/macros.h"
 #include "core/philox.h"
 #include "core/scalar.h"
-#include "kernels/op_kinds.h"
+
+// --- the table ---------------------------------------------------------------------------------
+// X(Kind, "name", dtypes). `alpha` / `beta` parameters are noted where used.
+
+#define OCTO_UNARY_OPS(X)                                                                     \
+  X(Neg, "neg", Numeric)                                                                      \
+  X(Abs, "abs", Numeric)                                                                      \
+  X(Sign, "sign", Numeric)                                                                    \
+  X(Exp, "exp", Floating)                                                                     \
+  X(Log, "log", Floating)                                                                     \
+  X(Log1p, "log1p", Floating)                                                                 \
+  X(Expm1, "expm1", Floating)                                                                 \
+  X(Sqrt, "sqrt", Floating)                                                                   \
+  X(Rsqrt, "rsqrt", Floating)                                                                 \
+  X(Sin, "sin", Floating)                                                                     \
+  X(Cos, "cos", Floating)                                                                     \
+  X(Tanh, "tanh", Floating)                                                                   \
+  X(Sigmoid, "sigmoid", Floating)                                                             \
+  X(Relu, "relu", Numeric)                                                                    \
+  X(Gelu, "gelu", Floating) /* exact: x * Phi(x), Phi the normal CDF, as torch's default */   \
+  X(Silu, "silu", Floating)                                                                   \
+  X(Square, "square", Numeric)                                                                \
+  X(Reciprocal, "reciprocal", Floating)                                                       \
+  X(Floor, "floor", Numeric)                                                                  \
+  X(Ceil, "ceil", Numeric)                                                                    \
+  X(Round, "round", Numeric)                                                                  \
+  X(Erf, "erf", Floating)                                                                     \
+  X(LogicalNot, "logical_not", Any)                                                           \
+  X(LeakyRelu, "leaky_relu", Floating) /* alpha = negative slope */                           \
+  X(PowScalar, "pow", Numeric)         /* x ** alpha */                                       \
+  X(Clamp, "clamp", Numeric)           /* to [alpha, beta]; a missing bound is -inf / +inf */ \
+  X(AddScalar, "add", Numeric)         /* x + alpha */                                        \
+  X(MulScalar, "mul", Numeric)         /* x * alpha */                                        \
+  X(Softplus, "softplus", Floating)    /* alpha = beta, beta = threshold */
+
+/// out = f(a, b), a and b already broadcast to out's shape (stride-0 dims).
+#define OCTO_BINARY_OPS(X)          \
+  X(Add, "add", Any)                \
+  X(Sub, "sub", Numeric)            \
+  X(Mul, "mul", Any)                \
+  X(Div, "div", Floating)           \
+  X(Pow, "pow", Numeric)            \
+  X(Maximum, "maximum", Any)        \
+  X(Minimum, "minimum", Any)        \
+  X(Eq, "eq", Any)                  \
+  X(Ne, "ne", Any)                  \
+  X(Lt, "lt", Any)                  \
+  X(Le, "le", Any)                  \
+  X(Gt, "gt", Any)                  \
+  X(Ge, "ge", Any)                  \
+  X(LogicalAnd, "logical_and", Any) \
+  X(LogicalOr, "logical_or", Any)
+
+/// Backward helpers f(grad, saved): a = the incoming gradient, b = the saved tensor.
+#define OCTO_BINARY_BACKWARD_OPS(X)                                                \
+  X(ReluBackward, "relu_backward", Floating)            /* b = relu's input */     \
+  X(GeluBackward, "gelu_backward", Floating)            /* b = gelu's input */     \
+  X(SiluBackward, "silu_backward", Floating)            /* b = silu's input */     \
+  X(SigmoidBackward, "sigmoid_backward", Floating)      /* b = sigmoid's output */ \
+  X(TanhBackward, "tanh_backward", Floating)            /* b = tanh's output */    \
+  X(LeakyReluBackward, "leaky_relu_backward", Floating) /* b = input, alpha = slope */
 
 namespace octo::kernels {
 
+#define OCTO_OP_ENUM_(Kind, name, dtypes) Kind,
+/// Elementwise unary primitives, out = f(in) (Note [The op table]).
+enum class UnaryOp : int8_t { OCTO_UNARY_OPS(OCTO_OP_ENUM_) };
+/// Elementwise binary primitives, out = f(a, b), then the backward helpers.
+enum class BinaryOp : int8_t {
+  OCTO_BINARY_OPS(OCTO_OP_ENUM_) OCTO_BINARY_BACKWARD_OPS(OCTO_OP_ENUM_)
+};
+#undef OCTO_OP_ENUM_
+
 namespace fn {
+
+/// The dtypes column of the table.
+enum class OpDTypes : int8_t { Any, Numeric, Floating };
 
 template <typename T>
 inline constexpr bool kFloat = std::is_floating_point_v<T>;
@@ -38,6 +120,21 @@ template <typename T>
 inline constexpr bool kBool = std::is_same_v<T, bool>;
 template <typename T>
 inline constexpr bool kInt = std::is_integral_v<T> && !kBool<T>;
+
+/// Whether an op of class D is defined for scalar type T.
+template <OpDTypes D, typename T>
+inline constexpr bool kSupports = D == OpDTypes::Any || (D == OpDTypes::Numeric && !kBool<T>) ||
+                                  (D == OpDTypes::Floating && kFloat<T>);
+
+/// The functor F built from the op's parameters: F::make(alpha, beta) when F has one, else F{}.
+template <typename F>
+F make_functor(Scalar alpha, Scalar beta) {
+  if constexpr (requires { F::make(alpha, beta); }) {
+    return F::make(alpha, beta);
+  } else {
+    return F{};
+  }
+}
 
 template <typename T>
 OCTO_HOST_DEVICE inline bool is_nan(T x) {
@@ -171,12 +268,14 @@ struct LogicalNot {
 template <typename T>
 struct LeakyRelu {
   T slope;
+  static LeakyRelu make(Scalar alpha, Scalar) { return {alpha.to<T>()}; }
   OCTO_HOST_DEVICE T operator()(T x) const { return x < T(0) ? x * slope : x; }
 };
 template <typename T>
 struct PowScalar {
   T e;
   int64_t ie;  // the exponent for integer T
+  static PowScalar make(Scalar alpha, Scalar) { return {saturate<T>(alpha), alpha.to_int()}; }
   OCTO_HOST_DEVICE T operator()(T x) const {
     if constexpr (kFloat<T>) {
       using std::pow;
@@ -191,19 +290,34 @@ struct PowScalar {
 template <typename T>
 struct Clamp {
   T lo, hi;
+  static Clamp make(Scalar alpha, Scalar beta) { return {saturate<T>(alpha), saturate<T>(beta)}; }
   OCTO_HOST_DEVICE T operator()(T x) const {  // min(max(x, lo), hi), as torch.clamp; NaN stays
     T y = x < lo ? lo : x;
     return y > hi ? hi : y;
   }
 };
+/// torch.nn.functional.softplus: x where beta * x > threshold, else log1p(exp(beta * x)) / beta.
+template <typename T>
+struct Softplus {
+  T beta, threshold;
+  static Softplus make(Scalar alpha, Scalar beta) { return {alpha.to<T>(), beta.to<T>()}; }
+  OCTO_HOST_DEVICE T operator()(T x) const {
+    using std::exp;
+    using std::log1p;
+    const T bx = x * beta;
+    return bx > threshold ? x : log1p(exp(bx)) / beta;
+  }
+};
 template <typename T>
 struct AddScalar {
   T s;
+  static AddScalar make(Scalar alpha, Scalar) { return {alpha.to<T>()}; }
   OCTO_HOST_DEVICE T operator()(T x) const { return static_cast<T>(x + s); }
 };
 template <typename T>
 struct MulScalar {
   T s;
+  static MulScalar make(Scalar alpha, Scalar) { return {alpha.to<T>()}; }
   OCTO_HOST_DEVICE T operator()(T x) const { return static_cast<T>(x * s); }
 };
 
@@ -236,7 +350,7 @@ OCTO_BINARY_FUNCTOR(Gt, bool, return a > b)
 OCTO_BINARY_FUNCTOR(Ge, bool, return a >= b)
 OCTO_BINARY_FUNCTOR(LogicalAnd, bool, return (a != T(0)) && (b != T(0)))
 OCTO_BINARY_FUNCTOR(LogicalOr, bool, return (a != T(0)) || (b != T(0)))
-// Backward helpers: a = incoming gradient, b = the saved tensor (see op_kinds.h).
+// Backward helpers: a = incoming gradient, b = the saved tensor.
 OCTO_BINARY_FUNCTOR(ReluBackward, T, return b > T(0) ? a : T(0))
 OCTO_BINARY_FUNCTOR(GeluBackward, T, return a * (normal_cdf(b) + b * normal_pdf(b)))
 OCTO_BINARY_FUNCTOR(SiluBackward, T, T s = sigmoid(b); return a * s * (T(1) + b * (T(1) - s)))
@@ -247,6 +361,7 @@ OCTO_BINARY_FUNCTOR(TanhBackward, T, return a * (T(1) - b * b))
 template <typename T>
 struct LeakyReluBackward {
   T slope;
+  static LeakyReluBackward make(Scalar alpha, Scalar) { return {alpha.to<T>()}; }
   OCTO_HOST_DEVICE T operator()(T a, T b) const { return b > T(0) ? a : a * slope; }
 };
 
@@ -258,52 +373,21 @@ struct Where {
 
 }  // namespace fn
 
-// --- op -> functor dispatch (host code; both backends call it) ---------------------------------
+// --- generated from the table (host code; both backends call it) -------------------------------
 
 /// Calls f(functor) for `op` on scalar type T and returns true, or returns false without calling
 /// f when the op is not defined for T (the caller reports the error).
 template <typename T, typename F>
 bool visit_unary(UnaryOp op, Scalar alpha, Scalar beta, F&& f) {
-  using namespace fn;
-  constexpr bool flt = kFloat<T>, num = !kBool<T>;
-#define OCTO_CASE_(Op, ok, ...) \
-  case UnaryOp::Op:             \
-    if constexpr (ok) {         \
-      f(__VA_ARGS__);           \
-      return true;              \
-    } else {                    \
-      return false;             \
+#define OCTO_CASE_(Kind, name, dtypes)                      \
+  case UnaryOp::Kind:                                       \
+    if constexpr (fn::kSupports<fn::OpDTypes::dtypes, T>) { \
+      f(fn::make_functor<fn::Kind<T>>(alpha, beta));        \
+      return true;                                          \
+    } else {                                                \
+      return false;                                         \
     }
-  switch (op) {
-    OCTO_CASE_(Neg, num, Neg<T>{})
-    OCTO_CASE_(Abs, num, Abs<T>{})
-    OCTO_CASE_(Sign, num, Sign<T>{})
-    OCTO_CASE_(Exp, flt, Exp<T>{})
-    OCTO_CASE_(Log, flt, Log<T>{})
-    OCTO_CASE_(Log1p, flt, Log1p<T>{})
-    OCTO_CASE_(Expm1, flt, Expm1<T>{})
-    OCTO_CASE_(Sqrt, flt, Sqrt<T>{})
-    OCTO_CASE_(Rsqrt, flt, Rsqrt<T>{})
-    OCTO_CASE_(Sin, flt, Sin<T>{})
-    OCTO_CASE_(Cos, flt, Cos<T>{})
-    OCTO_CASE_(Tanh, flt, Tanh<T>{})
-    OCTO_CASE_(Sigmoid, flt, Sigmoid<T>{})
-    OCTO_CASE_(Relu, num, Relu<T>{})
-    OCTO_CASE_(Gelu, flt, Gelu<T>{})
-    OCTO_CASE_(Silu, flt, Silu<T>{})
-    OCTO_CASE_(Square, num, Square<T>{})
-    OCTO_CASE_(Reciprocal, flt, Reciprocal<T>{})
-    OCTO_CASE_(Floor, num, Floor<T>{})
-    OCTO_CASE_(Ceil, num, Ceil<T>{})
-    OCTO_CASE_(Round, num, Round<T>{})
-    OCTO_CASE_(Erf, flt, Erf<T>{})
-    OCTO_CASE_(LogicalNot, true, LogicalNot<T>{})
-    OCTO_CASE_(LeakyRelu, flt, LeakyRelu<T>{alpha.to<T>()})
-    OCTO_CASE_(PowScalar, num, PowScalar<T>{saturate<T>(alpha), alpha.to_int()})
-    OCTO_CASE_(Clamp, num, Clamp<T>{saturate<T>(alpha), saturate<T>(beta)})
-    OCTO_CASE_(AddScalar, num, AddScalar<T>{alpha.to<T>()})
-    OCTO_CASE_(MulScalar, num, MulScalar<T>{alpha.to<T>()})
-  }
+  switch (op) { OCTO_UNARY_OPS(OCTO_CASE_) }
 #undef OCTO_CASE_
   return false;
 }
@@ -311,81 +395,75 @@ bool visit_unary(UnaryOp op, Scalar alpha, Scalar beta, F&& f) {
 /// The same for binary ops; alpha is LeakyReluBackward's slope.
 template <typename T, typename F>
 bool visit_binary(BinaryOp op, Scalar alpha, F&& f) {
-  using namespace fn;
-  constexpr bool flt = kFloat<T>, num = !kBool<T>;
-#define OCTO_CASE_(Op, ok, ...) \
-  case BinaryOp::Op:            \
-    if constexpr (ok) {         \
-      f(__VA_ARGS__);           \
-      return true;              \
-    } else {                    \
-      return false;             \
+#define OCTO_CASE_(Kind, name, dtypes)                      \
+  case BinaryOp::Kind:                                      \
+    if constexpr (fn::kSupports<fn::OpDTypes::dtypes, T>) { \
+      f(fn::make_functor<fn::Kind<T>>(alpha, Scalar()));    \
+      return true;                                          \
+    } else {                                                \
+      return false;                                         \
     }
-  switch (op) {
-    OCTO_CASE_(Add, true, Add<T>{})
-    OCTO_CASE_(Sub, num, Sub<T>{})
-    OCTO_CASE_(Mul, true, Mul<T>{})
-    OCTO_CASE_(Div, flt, Div<T>{})
-    OCTO_CASE_(Pow, num, Pow<T>{})
-    OCTO_CASE_(Maximum, true, Maximum<T>{})
-    OCTO_CASE_(Minimum, true, Minimum<T>{})
-    OCTO_CASE_(Eq, true, Eq<T>{})
-    OCTO_CASE_(Ne, true, Ne<T>{})
-    OCTO_CASE_(Lt, true, Lt<T>{})
-    OCTO_CASE_(Le, true, Le<T>{})
-    OCTO_CASE_(Gt, true, Gt<T>{})
-    OCTO_CASE_(Ge, true, Ge<T>{})
-    OCTO_CASE_(LogicalAnd, true, LogicalAnd<T>{})
-    OCTO_CASE_(LogicalOr, true, LogicalOr<T>{})
-    OCTO_CASE_(ReluBackward, flt, ReluBackward<T>{})
-    OCTO_CASE_(GeluBackward, flt, GeluBackward<T>{})
-    OCTO_CASE_(SiluBackward, flt, SiluBackward<T>{})
-    OCTO_CASE_(SigmoidBackward, flt, SigmoidBackward<T>{})
-    OCTO_CASE_(TanhBackward, flt, TanhBackward<T>{})
-    OCTO_CASE_(LeakyReluBackward, flt, LeakyReluBackward<T>{alpha.to<T>()})
-  }
+  switch (op) { OCTO_BINARY_OPS(OCTO_CASE_) OCTO_BINARY_BACKWARD_OPS(OCTO_CASE_) }
 #undef OCTO_CASE_
   return false;
 }
 
-/// True for binary ops whose output is bool (comparisons and logic).
-OCTO_HOST_DEVICE inline bool binary_returns_bool(BinaryOp op) {
-  return op >= BinaryOp::Eq && op <= BinaryOp::LogicalOr;
+/// The op's name, as octo's function for it is called (error messages, the docs check).
+constexpr const char* op_name(UnaryOp op) {
+#define OCTO_CASE_(Kind, name, dtypes) \
+  case UnaryOp::Kind:                  \
+    return name;
+  switch (op) { OCTO_UNARY_OPS(OCTO_CASE_) }
+#undef OCTO_CASE_
+  return "?";
+}
+constexpr const char* op_name(BinaryOp op) {
+#define OCTO_CASE_(Kind, name, dtypes) \
+  case BinaryOp::Kind:                 \
+    return name;
+  switch (op) { OCTO_BINARY_OPS(OCTO_CASE_) OCTO_BINARY_BACKWARD_OPS(OCTO_CASE_) }
+#undef OCTO_CASE_
+  return "?";
 }
 
-/// Names for error messages.
-inline const char* op_name(UnaryOp op) {
-  constexpr const char* kNames[] = {
-      "neg",  "abs",         "sign",       "exp",        "log",   "log1p",   "expm1",
-      "sqrt", "rsqrt",       "sin",        "cos",        "tanh",  "sigmoid", "relu",
-      "gelu", "silu",        "square",     "reciprocal", "floor", "ceil",    "round",
-      "erf",  "logical_not", "leaky_relu", "pow",        "clamp", "add",     "mul"};
-  return kNames[static_cast<int>(op)];
+/// True for ops whose output is bool (comparisons, logic, LogicalNot): the functor returns bool.
+constexpr bool unary_returns_bool(UnaryOp op) {
+#define OCTO_CASE_(Kind, name, dtypes) \
+  case UnaryOp::Kind:                  \
+    return std::is_same_v<decltype(fn::Kind<float>{}(1.0f)), bool>;
+  switch (op) { OCTO_UNARY_OPS(OCTO_CASE_) }
+#undef OCTO_CASE_
+  return false;
 }
-inline const char* op_name(BinaryOp op) {
-  constexpr const char* kNames[] = {"add",
-                                    "sub",
-                                    "mul",
-                                    "div",
-                                    "pow",
-                                    "maximum",
-                                    "minimum",
-                                    "eq",
-                                    "ne",
-                                    "lt",
-                                    "le",
-                                    "gt",
-                                    "ge",
-                                    "logical_and",
-                                    "logical_or",
-                                    "relu_backward",
-                                    "gelu_backward",
-                                    "silu_backward",
-                                    "sigmoid_backward",
-                                    "tanh_backward",
-                                    "leaky_relu_backward"};
-  return kNames[static_cast<int>(op)];
+constexpr bool binary_returns_bool(BinaryOp op) {
+#define OCTO_CASE_(Kind, name, dtypes) \
+  case BinaryOp::Kind:                 \
+    return std::is_same_v<decltype(fn::Kind<float>{}(1.0f, 1.0f)), bool>;
+  switch (op) { OCTO_BINARY_OPS(OCTO_CASE_) OCTO_BINARY_BACKWARD_OPS(OCTO_CASE_) }
+#undef OCTO_CASE_
+  return false;
 }
+
+namespace detail {
+constexpr bool same_name(const char* a, const char* b) {
+  while (*a != 0 && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+template <size_t N>
+constexpr bool distinct_names(const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    for (size_t j = i + 1; j < N; ++j)
+      if (same_name(names[i], names[j])) return false;
+  return true;
+}
+#define OCTO_NAME_(Kind, name, dtypes) name,
+inline constexpr const char* kUnaryNames[] = {OCTO_UNARY_OPS(OCTO_NAME_)};
+inline constexpr const char* kBinaryNames[] = {OCTO_BINARY_OPS(OCTO_NAME_)
+                                                   OCTO_BINARY_BACKWARD_OPS(OCTO_NAME_)};
+#undef OCTO_NAME_
+static_assert(distinct_names(kUnaryNames), "two entries of OCTO_UNARY_OPS share a name");
+static_assert(distinct_names(kBinaryNames), "two entries of OCTO_BINARY_OPS share a name");
+}  // namespace detail
 
 // --- random transforms: element i draws Philox(seed)(offset + i, 0) ----------------------------
 

@@ -40,6 +40,16 @@ inline void check_operand(const TensorArg& param, const TensorArg& t) {
   for (int d = 0; d < param.ndim; ++d) OCTO_INTERNAL_ASSERT(t.sizes[d] == param.sizes[d]);
 }
 
+/// Host: check_operand for each of adam_update's tensors that the update reads.
+inline void check_adam_args(const TensorArg& param, const TensorArg& grad, const TensorArg& exp_avg,
+                            const TensorArg& exp_avg_sq, const TensorArg& max_exp_avg_sq,
+                            const AdamParams& p) {
+  check_operand(param, grad);
+  check_operand(param, exp_avg);
+  check_operand(param, exp_avg_sq);
+  if (p.amsgrad) check_operand(param, max_exp_avg_sq);
+}
+
 // --- SGD ----------------------------------------------------------------------------------------
 
 /// SGD's hyper-parameters as C, plus which terms apply.

@@ -100,17 +100,18 @@ Tensor raw_binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, 
 
 /// out = op(x) (out is bool for LogicalNot), no autograd.
 Tensor raw_unary(UnaryOp op, const Tensor& x, Scalar alpha = {}, Scalar beta = {}) {
-  Tensor out =
-      detail::make_empty(x.sizes(), op == UnaryOp::LogicalNot ? kBool : x.dtype(), x.device());
+  Tensor out = detail::make_empty(x.sizes(), kernels::unary_returns_bool(op) ? kBool : x.dtype(),
+                                  x.device());
   if (out.numel() > 0) kernels::backend(x.device()).unary(op, out.arg(), x.arg(), alpha, beta);
   return out;
 }
 
-Tensor float_unary(const char* name, UnaryOp op, const Tensor& x, Scalar alpha = {}) {
+Tensor float_unary(const char* name, UnaryOp op, const Tensor& x, Scalar alpha = {},
+                   Scalar beta = {}) {
   check_inputs(name, {&x});
   OCTO_CHECK_VALUE(x.is_floating_point(), name, ": expected a floating point tensor, got ",
                    x.dtype());
-  return raw_unary(op, x, alpha);
+  return raw_unary(op, x, alpha, beta);
 }
 
 /// A copy of t's values (same shape and dtype), no autograd.
@@ -472,6 +473,17 @@ Tensor tanh(const Tensor& x) {
   return record_unary("TanhBackward", out, x, {out}, [](const Tensor& g, const TensorList& s) {
     return helper(BinaryOp::TanhBackward, g, s[0]);
   });
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  Tensor out = float_unary("softplus", UnaryOp::Softplus, x, beta, threshold);
+  // d/dx = sigmoid(beta * x), or 1 where the forward returned x itself (torch's rule)
+  return record_unary("SoftplusBackward", out, x, {x},
+                      [beta, threshold](const Tensor& g, const TensorList& s) {
+                        Tensor bx = s[0] * beta;
+                        Tensor linear = bx > wrap(threshold, bx.dtype(), bx.device());
+                        return where(linear, g, g * sigmoid(bx));
+                      });
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {

@@ -41,6 +41,9 @@ Tensor gelu(const Tensor& x);  // exact (erf) form, torch's default
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+/// torch.nn.functional.softplus: log1p(exp(beta * x)) / beta, and x itself where
+/// beta * x > threshold (for stability).
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
 
 /// Clamps into [min, max]; either bound may be omitted. Gradient passes where min <= x <= max.
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/elementwise_args.h"
 #include "kernels/functors.h"
 
 namespace octo::kernels {
@@ -22,11 +23,6 @@ using compute_t =
 template <typename T>
 inline T load(const char* p) {
   return *reinterpret_cast<const T*>(p);
-}
-
-void check_same_shape(const TensorArg& out, const TensorArg& in) {
-  OCTO_INTERNAL_ASSERT(out.ndim == in.ndim);
-  for (int d = 0; d < out.ndim; ++d) OCTO_INTERNAL_ASSERT(out.sizes[d] == in.sizes[d]);
 }
 
 /// out[i] = f(in[i]); T is the input storage type, O the output's (T, or bool for logical_not).
@@ -84,7 +80,7 @@ void binary_loop(const TensorArg& out, const TensorArg& a, const TensorArg& b, F
 
 void CpuBackend::unary(UnaryOp op, const TensorArg& out, const TensorArg& in, Scalar alpha,
                        Scalar beta) {
-  check_same_shape(out, in);
+  elementwise::check_same_shape(out, in);
   OCTO_DISPATCH_ALL_AND_HALF(in.dtype, op_name(op), [&] {
     using T = scalar_t;
     using C = compute_t<T>;
@@ -99,9 +95,7 @@ void CpuBackend::unary(UnaryOp op, const TensorArg& out, const TensorArg& in, Sc
 
 void CpuBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b,
                         Scalar alpha) {
-  check_same_shape(out, a);
-  check_same_shape(out, b);
-  OCTO_INTERNAL_ASSERT(a.dtype == b.dtype);
+  elementwise::check_binary_args(out, a, b);
   OCTO_DISPATCH_ALL_AND_HALF(a.dtype, op_name(op), [&] {
     using T = scalar_t;
     using C = compute_t<T>;
@@ -116,10 +110,7 @@ void CpuBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, c
 
 void CpuBackend::where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
                        const TensorArg& b) {
-  check_same_shape(out, cond);
-  check_same_shape(out, a);
-  check_same_shape(out, b);
-  OCTO_INTERNAL_ASSERT(cond.dtype == kBool && a.dtype == out.dtype && b.dtype == out.dtype);
+  elementwise::check_where_args(out, cond, a, b);
   OCTO_DISPATCH_ALL_AND_HALF(out.dtype, "where", [&] {
     using T = scalar_t;
     cpu::strided_runs<4>(

@@ -16,10 +16,14 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/index_math.h"
 
 namespace octo::kernels {
 
 namespace {
+
+using index::along;
+using index::broadcast_index;
 
 /// Like cpu::strided_runs (same callback), but the flat range is split across threads even
 /// inside the innermost dim, so a 1-d or single-row problem still runs in parallel.
@@ -75,36 +79,13 @@ void parallel_runs(const std::array<TensorArg, N>& args, int64_t grain, Fn fn) {
 /// Throws IndexError for the first index outside [0, size) (named by op, dim and size).
 void check_indices(const TensorArg& index, int64_t size, int dim, const char* op) {
   OCTO_INTERNAL_ASSERT(index.dtype == kInt64);
-  parallel_runs<1>(
-      {index}, cpu::kGrain, [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * s[0]);
-          OCTO_CHECK_INDEX(v >= 0 && v < size, op, ": index ", v,
-                           " is out of bounds for dimension ", dim, " with size ", size);
-        }
-      });
-}
-
-/// `t` iterated over `shape`'s sizes: t's own strides, but stride 0 along dim (the kernel adds
-/// index * t.strides[dim] itself).
-TensorArg along(const TensorArg& t, const TensorArg& shape, int dim) {
-  TensorArg a = t;
-  a.ndim = shape.ndim;
-  for (int d = 0; d < shape.ndim; ++d) a.sizes[d] = shape.sizes[d];
-  a.strides[dim] = 0;
-  return a;
-}
-
-/// A 1-d index of length index.sizes[0] viewed with `shape`'s sizes: stride 0 outside dim.
-TensorArg broadcast_index(const TensorArg& index, const TensorArg& shape, int dim) {
-  TensorArg a = index;
-  a.ndim = shape.ndim;
-  for (int d = 0; d < shape.ndim; ++d) {
-    a.sizes[d] = shape.sizes[d];
-    a.strides[d] = 0;
-  }
-  a.strides[dim] = index.ndim == 0 ? 0 : index.strides[0];
-  return a;
+  parallel_runs<1>({index}, cpu::kGrain,
+                   [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
+                     for (int64_t i = 0; i < n; ++i) {
+                       const int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * s[0]);
+                       index::check_index(v >= 0 && v < size, v, size, dim, op);
+                     }
+                   });
 }
 
 template <typename T>

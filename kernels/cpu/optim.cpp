@@ -17,23 +17,6 @@ namespace {
 
 using optim_math::opmath_t;
 
-/// f(T{}) for the floating storage types the fused optimizers support.
-template <typename F>
-void dispatch_floating(DType dtype, const char* name, F&& f) {
-  switch (dtype) {
-    case kFloat32:
-      return f(float{});
-    case kFloat64:
-      return f(double{});
-    case kBFloat16:
-      return f(BFloat16{});
-    case kFloat16:
-      return f(Float16{});
-    default:
-      OCTO_THROW(ValueError, name, ": expected a floating-point parameter, got dtype ", dtype);
-  }
-}
-
 /// Calls f(q, i) for every element of N same-shaped tensors of storage type T, where q[k][i] is
 /// tensor k's element. Contiguous runs index their base pointers; strided runs get per-element
 /// pointers and i = 0.
@@ -63,7 +46,7 @@ void CpuBackend::sgd_update(const TensorArg& param, const TensorArg& grad,
                             const TensorArg& momentum_buf, const SgdParams& p) {
   optim_math::check_operand(param, grad);
   if (p.momentum != 0.0) optim_math::check_operand(param, momentum_buf);
-  dispatch_floating(param.dtype, "sgd_update", [&](auto tag) {
+  dispatch_dtypes<FloatingTypes>(param.dtype, "sgd_update", [&](auto tag) {
     using T = decltype(tag);
     using C = opmath_t<T>;
     const auto f = optim_math::sgd_factors<C>(p);
@@ -89,11 +72,8 @@ void CpuBackend::sgd_update(const TensorArg& param, const TensorArg& grad,
 void CpuBackend::adam_update(const TensorArg& param, const TensorArg& grad,
                              const TensorArg& exp_avg, const TensorArg& exp_avg_sq,
                              const TensorArg& max_exp_avg_sq, const AdamParams& p) {
-  optim_math::check_operand(param, grad);
-  optim_math::check_operand(param, exp_avg);
-  optim_math::check_operand(param, exp_avg_sq);
-  if (p.amsgrad) optim_math::check_operand(param, max_exp_avg_sq);
-  dispatch_floating(param.dtype, "adam_update", [&](auto tag) {
+  optim_math::check_adam_args(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p);
+  dispatch_dtypes<FloatingTypes>(param.dtype, "adam_update", [&](auto tag) {
     using T = decltype(tag);
     using C = opmath_t<T>;
     const auto f = optim_math::adam_factors<C>(p);

@@ -44,27 +44,10 @@ void fill_random(const TensorArg& out, Sample sample) {
   });
 }
 
-/// Runs f(T{}) for the floating dtypes, including the 16-bit ones.
-template <typename F>
-void dispatch_floating_and_half(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case kFloat32:
-      return f(float{});
-    case kFloat64:
-      return f(double{});
-    case kBFloat16:
-      return f(BFloat16{});
-    case kFloat16:
-      return f(Float16{});
-    default:
-      OCTO_THROW(ValueError, op, ": expected a floating point dtype, got ", dtype);
-  }
-}
-
 }  // namespace
 
 void CpuBackend::uniform(const TensorArg& out, double low, double high, GeneratorState state) {
-  dispatch_floating_and_half(out.dtype, "uniform", [&](auto tag) {
+  dispatch_dtypes<FloatingTypes>(out.dtype, "uniform", [&](auto tag) {
     using T = decltype(tag);
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     fill_random<T>(out, UniformTransform<C>{Philox(state.seed), state.offset, static_cast<C>(low),
@@ -73,7 +56,7 @@ void CpuBackend::uniform(const TensorArg& out, double low, double high, Generato
 }
 
 void CpuBackend::normal(const TensorArg& out, double mean, double std, GeneratorState state) {
-  dispatch_floating_and_half(out.dtype, "normal", [&](auto tag) {
+  dispatch_dtypes<FloatingTypes>(out.dtype, "normal", [&](auto tag) {
     using T = decltype(tag);
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     fill_random<T>(out, NormalTransform<C>{Philox(state.seed), state.offset, static_cast<C>(mean),

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loops.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/elementwise_args.h"
 #include "kernels/functors.h"
 
 namespace octo::kernels {
@@ -52,28 +53,8 @@ __global__ void where_kernel(TensorArg out, TensorArg cond, TensorArg a, TensorA
   }
 }
 
-void check_same_shape(const TensorArg& out, const TensorArg& in) {
-  OCTO_INTERNAL_ASSERT(out.ndim == in.ndim);
-  for (int d = 0; d < out.ndim; ++d) OCTO_INTERNAL_ASSERT(out.sizes[d] == in.sizes[d]);
-}
-
-/// f(T{}) for the dtypes the CUDA elementwise kernels are built for.
-template <typename F>
-void dispatch_cuda(DType dtype, const char* name, F&& f) {
-  switch (dtype) {
-    case kFloat32:
-      return f(float{});
-    case kFloat64:
-      return f(double{});
-    case kInt64:
-      return f(int64_t{});
-    case kBool:
-      return f(bool{});
-    default:
-      OCTO_THROW(NotImplementedError, "cuda backend: ", name, " is not implemented for dtype ",
-                 dtype, " yet (float32, float64, int64, bool are)");
-  }
-}
+/// The dtypes the CUDA elementwise kernels are built for (others: NotImplementedError).
+using CudaElementwiseTypes = DTypes<kFloat32, kFloat64, kInt64, kBool>;
 
 template <typename T, typename R>
 using out_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
@@ -82,54 +63,56 @@ using out_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
 
 void CudaBackend::unary(UnaryOp op, const TensorArg& out, const TensorArg& in, Scalar alpha,
                         Scalar beta) {
-  check_same_shape(out, in);
+  elementwise::check_same_shape(out, in);
   const int64_t n = out.numel();
-  dispatch_cuda(in.dtype, op_name(op), [&](auto tag) {
-    using T = decltype(tag);
-    bool ok = visit_unary<T>(op, alpha, beta, [&](auto f) {
-      using O = out_t<T, decltype(f(T{}))>;
-      OCTO_INTERNAL_ASSERT(out.dtype == dtype_of<O>);
-      if (n == 0) return;
-      std::array<TensorArg, 2> args{out, in};
-      cuda_loops::coalesce(args);
-      cuda::detail::CudaDeviceScope scope(out.device.index());
-      auto stream = cuda::current_stream(out.device.index()).handle();
-      unary_kernel<T, O><<<blocks_for(n), kThreads, 0, stream>>>(args[0], args[1], n, f);
-      OCTO_CUDA_CHECK_LAUNCH("unary");
-    });
-    OCTO_CHECK_VALUE(ok, op_name(op), ": unsupported dtype ", in.dtype);
-  });
+  dispatch_dtypes<CudaElementwiseTypes>(
+      in.dtype, op_name(op),
+      [&](auto tag) {
+        using T = decltype(tag);
+        bool ok = visit_unary<T>(op, alpha, beta, [&](auto f) {
+          using O = out_t<T, decltype(f(T{}))>;
+          OCTO_INTERNAL_ASSERT(out.dtype == dtype_of<O>);
+          if (n == 0) return;
+          std::array<TensorArg, 2> args{out, in};
+          cuda_loops::coalesce(args);
+          cuda::detail::CudaDeviceScope scope(out.device.index());
+          auto stream = cuda::current_stream(out.device.index()).handle();
+          unary_kernel<T, O><<<blocks_for(n), kThreads, 0, stream>>>(args[0], args[1], n, f);
+          OCTO_CUDA_CHECK_LAUNCH("unary");
+        });
+        OCTO_CHECK_VALUE(ok, op_name(op), ": unsupported dtype ", in.dtype);
+      },
+      DTypeError::NotImplemented);
 }
 
 void CudaBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, const TensorArg& b,
                          Scalar alpha) {
-  check_same_shape(out, a);
-  check_same_shape(out, b);
-  OCTO_INTERNAL_ASSERT(a.dtype == b.dtype);
+  elementwise::check_binary_args(out, a, b);
   const int64_t n = out.numel();
-  dispatch_cuda(a.dtype, op_name(op), [&](auto tag) {
-    using T = decltype(tag);
-    bool ok = visit_binary<T>(op, alpha, [&](auto f) {
-      using O = out_t<T, decltype(f(T{}, T{}))>;
-      OCTO_INTERNAL_ASSERT(out.dtype == dtype_of<O>);
-      if (n == 0) return;
-      std::array<TensorArg, 3> args{out, a, b};
-      cuda_loops::coalesce(args);
-      cuda::detail::CudaDeviceScope scope(out.device.index());
-      auto stream = cuda::current_stream(out.device.index()).handle();
-      binary_kernel<T, O><<<blocks_for(n), kThreads, 0, stream>>>(args[0], args[1], args[2], n, f);
-      OCTO_CUDA_CHECK_LAUNCH("binary");
-    });
-    OCTO_CHECK_VALUE(ok, op_name(op), ": unsupported dtype ", a.dtype);
-  });
+  dispatch_dtypes<CudaElementwiseTypes>(
+      a.dtype, op_name(op),
+      [&](auto tag) {
+        using T = decltype(tag);
+        bool ok = visit_binary<T>(op, alpha, [&](auto f) {
+          using O = out_t<T, decltype(f(T{}, T{}))>;
+          OCTO_INTERNAL_ASSERT(out.dtype == dtype_of<O>);
+          if (n == 0) return;
+          std::array<TensorArg, 3> args{out, a, b};
+          cuda_loops::coalesce(args);
+          cuda::detail::CudaDeviceScope scope(out.device.index());
+          auto stream = cuda::current_stream(out.device.index()).handle();
+          binary_kernel<T, O>
+              <<<blocks_for(n), kThreads, 0, stream>>>(args[0], args[1], args[2], n, f);
+          OCTO_CUDA_CHECK_LAUNCH("binary");
+        });
+        OCTO_CHECK_VALUE(ok, op_name(op), ": unsupported dtype ", a.dtype);
+      },
+      DTypeError::NotImplemented);
 }
 
 void CudaBackend::where(const TensorArg& out, const TensorArg& cond, const TensorArg& a,
                         const TensorArg& b) {
-  check_same_shape(out, cond);
-  check_same_shape(out, a);
-  check_same_shape(out, b);
-  OCTO_INTERNAL_ASSERT(cond.dtype == kBool && a.dtype == out.dtype && b.dtype == out.dtype);
+  elementwise::check_where_args(out, cond, a, b);
   const int64_t n = out.numel();
   if (n == 0) return;
   std::array<TensorArg, 4> args{out, cond, a, b};

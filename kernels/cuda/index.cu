@@ -1,9 +1,10 @@
-// CUDA indexing: index_select, index_add, gather, scatter_add (the layout helpers mirror
-// kernels/cpu/index.cpp). Indices are bounds-checked on the device before the main kernel: a
-// small kernel flags an out-of-range index, the flag is copied back (one stream synchronisation)
-// and the op throws the CPU backend's IndexError (naming *an* offending index, not necessarily the
-// first). gather/index_select move raw words (any dtype); the adds use atomicAdd (float32,
-// float64, int64), so float sums are not bit-reproducible across runs.
+// CUDA indexing: index_select, index_add, gather, scatter_add, over the layout helpers of
+// kernels/index_math.h that kernels/cpu/index.cpp uses too. Indices are bounds-checked on the
+// device before the main kernel: a small kernel flags an out-of-range index, the flag is copied
+// back (one stream synchronisation) and the op throws the CPU backend's IndexError (naming *an*
+// offending index, not necessarily the first). gather/index_select move raw words (any dtype);
+// the adds use atomicAdd (float32, float64, int64), so float sums are not bit-reproducible across
+// runs.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -15,6 +16,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loops.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/index_math.h"
 
 namespace octo::kernels {
 
@@ -22,6 +24,8 @@ namespace {
 
 using cuda_loops::blocks_for;
 using cuda_loops::kThreads;
+using index::along;
+using index::broadcast_index;
 
 __global__ void check_kernel(TensorArg index, int64_t n, int64_t size, unsigned long long* flag) {
   const int64_t* p = index.data_as<const int64_t>();
@@ -49,29 +53,7 @@ void check_indices(const TensorArg& index, int64_t size, int dim, const char* op
   OCTO_CUDA_CHECK(cudaMemcpyAsync(host, flag, 16, cudaMemcpyDeviceToHost, stream));
   OCTO_CUDA_CHECK(cudaStreamSynchronize(stream));
   const int64_t v = static_cast<int64_t>(host[1]);
-  OCTO_CHECK_INDEX(host[0] == 0, op, ": index ", v, " is out of bounds for dimension ", dim,
-                   " with size ", size);
-}
-
-/// t iterated over shape's sizes, with stride 0 along dim (the kernel adds index * step).
-TensorArg along(const TensorArg& t, const TensorArg& shape, int dim) {
-  TensorArg a = t;
-  a.ndim = shape.ndim;
-  for (int d = 0; d < shape.ndim; ++d) a.sizes[d] = shape.sizes[d];
-  a.strides[dim] = 0;
-  return a;
-}
-
-/// A 1-d index viewed with shape's sizes: stride 0 outside dim.
-TensorArg broadcast_index(const TensorArg& index, const TensorArg& shape, int dim) {
-  TensorArg a = index;
-  a.ndim = shape.ndim;
-  for (int d = 0; d < shape.ndim; ++d) {
-    a.sizes[d] = shape.sizes[d];
-    a.strides[d] = 0;
-  }
-  a.strides[dim] = index.ndim == 0 ? 0 : index.strides[0];
-  return a;
+  index::check_index(host[0] == 0, v, size, dim, op);
 }
 
 /// out[p] = src[p] + index[p] * step (elements), p over out's shape.

@@ -15,6 +15,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
@@ -27,33 +28,6 @@ namespace {
 
 constexpr int kMaxThreads = 256;  // threads per block at most; block sizes are powers of two
 constexpr int64_t kMaxRowBlocks = 65536;
-
-/// Sum of v over the block (every thread gets it); sh has blockDim.x doubles.
-__device__ double block_sum(double v, double* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-/// The max over the block, NaN-propagating (every thread gets it); sh has blockDim.x elements.
-template <typename T>
-__device__ T block_max(T v, T* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) sh[threadIdx.x] = ce::max_step(sh[threadIdx.x], sh[threadIdx.x + w]);
-    __syncthreads();
-  }
-  const T r = sh[0];
-  __syncthreads();
-  return r;
-}
 
 /// Every branch below depends only on the row (its target) or on kernel arguments, so all threads
 /// of a block take it together and reach the same __syncthreads.
@@ -86,15 +60,15 @@ __global__ void cross_entropy_forward_kernel(TensorArg loss, TensorArg lse, Tens
     const T* x = logits.data_as<const T>() + r * rs;
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) m = ce::max_step(m, x[c * cs]);
-    const T shift = ce::exp_shift(block_max(m, sht));
+    const T shift = ce::exp_shift(cuda_block::max(m, sht));
     double s = 0;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) s += ce::exp_term(x[c * cs], shift);
-    const double l = ce::logsumexp(static_cast<double>(shift), block_sum(s, shd));
+    const double l = ce::logsumexp(static_cast<double>(shift), cuda_block::sum(s, shd));
     double smooth = 0;
     if (!ignored && e > 0) {
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
         smooth += ce::smooth_term(x[c * cs], l, ce::weight_at(w, ws, c));
-      smooth = block_sum(smooth, shd);
+      smooth = cuda_block::sum(smooth, shd);
     }
     if (threadIdx.x == 0) {
       out_lse[r * lse.strides[0]] = static_cast<T>(l);
@@ -132,7 +106,7 @@ __global__ void cross_entropy_backward_kernel(TensorArg grad_logits, TensorArg g
     if (w != nullptr && e > 0) {
       double part = 0;
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) part += ce::weight_at(w, ws, c);
-      w_sum = block_sum(part, shd);
+      w_sum = cuda_block::sum(part, shd);
     }
     const T row_lse = lse.data_as<const T>()[r * lse.strides[0]];
     const double g = static_cast<double>(grad_loss.data_as<const T>()[r * grad_loss.strides[0]]);

@@ -78,23 +78,6 @@ __global__ void adam_kernel(TensorArg param, TensorArg grad, TensorArg exp_avg,
   }
 }
 
-/// f(T{}) for the floating storage types the fused optimizers support.
-template <typename F>
-void dispatch_floating(DType dtype, const char* name, F&& f) {
-  switch (dtype) {
-    case kFloat32:
-      return f(float{});
-    case kFloat64:
-      return f(double{});
-    case kBFloat16:
-      return f(BFloat16{});
-    case kFloat16:
-      return f(Float16{});
-    default:
-      OCTO_THROW(ValueError, name, ": expected a floating-point parameter, got dtype ", dtype);
-  }
-}
-
 /// Coalesces the args (all of param's shape) for the kernel. An optional arg that is not used
 /// joins the coalescing as a stand-in copy of param and then loses its data pointer.
 template <size_t N>
@@ -115,7 +98,7 @@ void CudaBackend::sgd_update(const TensorArg& param, const TensorArg& grad,
   const bool use_momentum = p.momentum != 0.0;
   if (use_momentum) optim_math::check_operand(param, momentum_buf);
   const int64_t n = param.numel();
-  dispatch_floating(param.dtype, "sgd_update", [&](auto tag) {
+  dispatch_dtypes<FloatingTypes>(param.dtype, "sgd_update", [&](auto tag) {
     using T = decltype(tag);
     const auto f = optim_math::sgd_factors<opmath_t<T>>(p);
     if (n == 0) return;
@@ -130,12 +113,9 @@ void CudaBackend::sgd_update(const TensorArg& param, const TensorArg& grad,
 void CudaBackend::adam_update(const TensorArg& param, const TensorArg& grad,
                               const TensorArg& exp_avg, const TensorArg& exp_avg_sq,
                               const TensorArg& max_exp_avg_sq, const AdamParams& p) {
-  optim_math::check_operand(param, grad);
-  optim_math::check_operand(param, exp_avg);
-  optim_math::check_operand(param, exp_avg_sq);
-  if (p.amsgrad) optim_math::check_operand(param, max_exp_avg_sq);
+  optim_math::check_adam_args(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, p);
   const int64_t n = param.numel();
-  dispatch_floating(param.dtype, "adam_update", [&](auto tag) {
+  dispatch_dtypes<FloatingTypes>(param.dtype, "adam_update", [&](auto tag) {
     using T = decltype(tag);
     const auto f = optim_math::adam_factors<opmath_t<T>>(p);
     if (n == 0) return;

@@ -5,7 +5,7 @@
 // Backward: one thread per input element gathers from the outputs whose windows can contain it
 // (PyTorch's formulation), in the order the CPU adds them; no atomics, so results do not depend on
 // scheduling, and every grad_input element is written (max backward needs no separate zeroing).
-// Other dtypes throw NotImplementedError.
+// Other dtypes throw NotImplementedError (Note [One dtype dispatch]).
 #include <cuda_runtime_api.h>
 
 #include "core/error.h"
@@ -88,20 +88,6 @@ __global__ void avg_backward_kernel(TensorArg grad_input, TensorArg grad_out, Po
   }
 }
 
-/// f(T{}) for the dtypes the pooling kernels are built for: float32 and float64.
-template <typename F>
-void dispatch_pool(DType dtype, const char* name, F&& f) {
-  switch (dtype) {
-    case kFloat32:
-      return f(float{});
-    case kFloat64:
-      return f(double{});
-    default:
-      OCTO_THROW(NotImplementedError, "cuda backend: ", name, " is not implemented for dtype ",
-                 dtype, " (float32 and float64 are)");
-  }
-}
-
 /// Both are 4-d with the same batch and channels (the caller validated the shapes).
 void check_4d(const TensorArg& a, const TensorArg& b, const char* op) {
   OCTO_INTERNAL_ASSERT(a.ndim == 4 && b.ndim == 4, op);
@@ -115,15 +101,18 @@ void CudaBackend::max_pool2d_forward(const TensorArg& out, const TensorArg& indi
   check_4d(out, input, "max_pool2d_forward");
   check_4d(indices, out, "max_pool2d_forward");
   OCTO_INTERNAL_ASSERT(indices.dtype == kInt64 && out.dtype == input.dtype);
-  dispatch_pool(input.dtype, "max_pool2d_forward", [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t n = out.numel();
-    if (n == 0) return;
-    cuda::detail::CudaDeviceScope scope(out.device.index());
-    auto stream = cuda::current_stream(out.device.index()).handle();
-    max_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(out, indices, input, p, n);
-    OCTO_CUDA_CHECK_LAUNCH("max_pool2d_forward");
-  });
+  dispatch_dtypes<Float32And64>(
+      input.dtype, "max_pool2d_forward",
+      [&](auto tag) {
+        using T = decltype(tag);
+        const int64_t n = out.numel();
+        if (n == 0) return;
+        cuda::detail::CudaDeviceScope scope(out.device.index());
+        auto stream = cuda::current_stream(out.device.index()).handle();
+        max_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(out, indices, input, p, n);
+        OCTO_CUDA_CHECK_LAUNCH("max_pool2d_forward");
+      },
+      DTypeError::NotImplemented);
 }
 
 void CudaBackend::max_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
@@ -131,46 +120,55 @@ void CudaBackend::max_pool2d_backward(const TensorArg& grad_input, const TensorA
   check_4d(grad_input, grad_out, "max_pool2d_backward");
   check_4d(indices, grad_out, "max_pool2d_backward");
   OCTO_INTERNAL_ASSERT(indices.dtype == kInt64 && grad_out.dtype == grad_input.dtype);
-  dispatch_pool(grad_input.dtype, "max_pool2d_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t n = grad_input.numel();
-    if (n == 0) return;
-    cuda::detail::CudaDeviceScope scope(grad_input.device.index());
-    auto stream = cuda::current_stream(grad_input.device.index()).handle();
-    max_backward_kernel<T>
-        <<<blocks_for(n), kThreads, 0, stream>>>(grad_input, grad_out, indices, p, n);
-    OCTO_CUDA_CHECK_LAUNCH("max_pool2d_backward");
-  });
+  dispatch_dtypes<Float32And64>(
+      grad_input.dtype, "max_pool2d_backward",
+      [&](auto tag) {
+        using T = decltype(tag);
+        const int64_t n = grad_input.numel();
+        if (n == 0) return;
+        cuda::detail::CudaDeviceScope scope(grad_input.device.index());
+        auto stream = cuda::current_stream(grad_input.device.index()).handle();
+        max_backward_kernel<T>
+            <<<blocks_for(n), kThreads, 0, stream>>>(grad_input, grad_out, indices, p, n);
+        OCTO_CUDA_CHECK_LAUNCH("max_pool2d_backward");
+      },
+      DTypeError::NotImplemented);
 }
 
 void CudaBackend::avg_pool2d_forward(const TensorArg& out, const TensorArg& input,
                                      const Pool2dParams& p) {
   check_4d(out, input, "avg_pool2d_forward");
   OCTO_INTERNAL_ASSERT(out.dtype == input.dtype);
-  dispatch_pool(input.dtype, "avg_pool2d_forward", [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t n = out.numel();
-    if (n == 0) return;
-    cuda::detail::CudaDeviceScope scope(out.device.index());
-    auto stream = cuda::current_stream(out.device.index()).handle();
-    avg_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(out, input, p, n);
-    OCTO_CUDA_CHECK_LAUNCH("avg_pool2d_forward");
-  });
+  dispatch_dtypes<Float32And64>(
+      input.dtype, "avg_pool2d_forward",
+      [&](auto tag) {
+        using T = decltype(tag);
+        const int64_t n = out.numel();
+        if (n == 0) return;
+        cuda::detail::CudaDeviceScope scope(out.device.index());
+        auto stream = cuda::current_stream(out.device.index()).handle();
+        avg_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(out, input, p, n);
+        OCTO_CUDA_CHECK_LAUNCH("avg_pool2d_forward");
+      },
+      DTypeError::NotImplemented);
 }
 
 void CudaBackend::avg_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
                                       const Pool2dParams& p) {
   check_4d(grad_input, grad_out, "avg_pool2d_backward");
   OCTO_INTERNAL_ASSERT(grad_out.dtype == grad_input.dtype);
-  dispatch_pool(grad_input.dtype, "avg_pool2d_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t n = grad_input.numel();
-    if (n == 0) return;
-    cuda::detail::CudaDeviceScope scope(grad_input.device.index());
-    auto stream = cuda::current_stream(grad_input.device.index()).handle();
-    avg_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(grad_input, grad_out, p, n);
-    OCTO_CUDA_CHECK_LAUNCH("avg_pool2d_backward");
-  });
+  dispatch_dtypes<Float32And64>(
+      grad_input.dtype, "avg_pool2d_backward",
+      [&](auto tag) {
+        using T = decltype(tag);
+        const int64_t n = grad_input.numel();
+        if (n == 0) return;
+        cuda::detail::CudaDeviceScope scope(grad_input.device.index());
+        auto stream = cuda::current_stream(grad_input.device.index()).handle();
+        avg_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(grad_input, grad_out, p, n);
+        OCTO_CUDA_CHECK_LAUNCH("avg_pool2d_backward");
+      },
+      DTypeError::NotImplemented);
 }
 
 }  // namespace octo::kernels

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
@@ -18,38 +19,8 @@ namespace octo::kernels {
 
 namespace {
 
-constexpr int kRowThreads = 256;
+constexpr int kRowThreads = 256;  // threads per block (a power of two, for cuda_block::reduce)
 constexpr int64_t kMaxRowBlocks = 65536;
-
-/// Sum of v over the block (all threads get it); sh has kRowThreads doubles.
-__device__ double block_sum(double v, double* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kRowThreads / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-/// The max over the block with NaN propagation.
-template <typename T>
-__device__ T block_max(T v, T* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kRowThreads / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) {
-      T a = sh[threadIdx.x], b = sh[threadIdx.x + w];
-      sh[threadIdx.x] = (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
-    }
-    __syncthreads();
-  }
-  const T r = sh[0];
-  __syncthreads();
-  return r;
-}
 
 /// rows: a view of the arg with size 1 along dim, giving each row's first element.
 template <typename T>
@@ -64,9 +35,9 @@ __global__ void softmax_kernel(TensorArg out, TensorArg in, int64_t rows, int64_
     T m = -kInf;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const T v = x[i * xs];
-      m = (v != v || m != m) ? (m != m ? m : v) : (v > m ? v : m);
+      m = fn::Maximum<T>{}(m, v);  // NaN-propagating
     }
-    m = block_max(m, sht);
+    m = cuda_block::max(m, sht);
     if (m == -kInf) m = 0;
     double s = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -74,7 +45,7 @@ __global__ void softmax_kernel(TensorArg out, TensorArg in, int64_t rows, int64_
       s += e;
       if (!log) y[i * ys] = e;
     }
-    s = block_sum(s, shd);
+    s = cuda_block::sum(s, shd);
     if (log) {
       const double ls = static_cast<double>(m) + ::log(s);
       for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -101,7 +72,7 @@ __global__ void softmax_backward_kernel(TensorArg grad_in, TensorArg grad_out, T
       s += log ? static_cast<double>(g[i * gs])
                : static_cast<double>(g[i * gs]) * static_cast<double>(y[i * ys]);
     }
-    s = block_sum(s, shd);
+    s = cuda_block::sum(s, shd);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       gi[i * is] = log ? static_cast<T>(g[i * gs] - exp(y[i * ys]) * s)
                        : static_cast<T>(y[i * ys] * (g[i * gs] - s));

@@ -114,6 +114,13 @@ TEST_CASE("gradcheck: activations") {
   check_unary_grad(
       "sigmoid", [](const Tensor& x) { return octo::sigmoid(x); }, -4, 4);
   check_unary_grad(
+      "softplus", [](const Tensor& x) { return octo::softplus(x); }, -4, 4);
+  check_unary_grad(
+      "softplus linear part", [](const Tensor& x) { return octo::softplus(x); }, 21, 30);
+  check_unary_grad(
+      "softplus beta 2 threshold 1", [](const Tensor& x) { return octo::softplus(x, 2, 1); }, -2,
+      2);
+  check_unary_grad(
       "tanh", [](const Tensor& x) { return x.tanh(); }, -3, 3);
   check_unary_grad(
       "exp method", [](const Tensor& x) { return x.exp(); }, -1, 1);

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <octo/octo.h>
 
@@ -54,4 +55,29 @@ TEST_CASE("Scalar from inf or NaN is defined: saturated or 0 as an integer") {
   CHECK(octo::Scalar(-2.7).to_int() == -2);
   CHECK(std::isinf(octo::Scalar(inf).to_double()));
   CHECK(octo::full({2}, inf, {.dtype = octo::kInt64}).max().item<int64_t>() == INT64_MAX);
+}
+
+TEST_CASE("dispatch_dtypes calls f with the dtype's type and names op and dtype otherwise") {
+  std::vector<octo::DType> seen;
+  for (auto t : {octo::kFloat32, octo::kFloat64, octo::kBFloat16, octo::kFloat16}) {
+    octo::dispatch_dtypes<octo::FloatingTypes>(
+        t, "probe", [&](auto tag) { seen.push_back(octo::dtype_of<decltype(tag)>); });
+  }
+  CHECK(seen ==
+        std::vector<octo::DType>{octo::kFloat32, octo::kFloat64, octo::kBFloat16, octo::kFloat16});
+  bool called = false;
+  auto never = [&](auto) { called = true; };
+  CHECK_THROWS_WITH(octo::dispatch_dtypes<octo::FloatingTypes>(octo::kInt64, "probe", never),
+                    Catch::StartsWith("probe: unsupported dtype int64; expected one of float32, "
+                                      "float64, bfloat16, float16"));
+  CHECK_THROWS_AS(octo::dispatch_dtypes<octo::FloatingTypes>(octo::kBool, "probe", never),
+                  octo::ValueError);
+  CHECK_THROWS_AS(octo::dispatch_dtypes<octo::Float32And64>(octo::kFloat16, "probe", never,
+                                                            octo::DTypeError::NotImplemented),
+                  octo::NotImplementedError);
+  CHECK_THROWS_WITH(octo::dispatch_dtypes<octo::Float32And64>(octo::kInt32, "probe", never,
+                                                              octo::DTypeError::NotImplemented),
+                    Catch::StartsWith("probe is not implemented for dtype int32 on this backend "
+                                      "yet (float32, float64 are)"));
+  CHECK_FALSE(called);
 }
