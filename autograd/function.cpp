@@ -1,10 +1,9 @@
 // record(): connecting an op's outputs to a new FunctionNode on the tape.
 #include "autograd/function.h"
 
+#include <cmath>
 #include <string_view>
 
-#include "autograd/ops/elementwise.h"
-#include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "tensor/autograd_meta.h"
 
@@ -43,8 +42,13 @@ void check_forward_anomaly(const char* name, const TensorList& outs, const Tenso
 bool all_finite(const Tensor& t) {
   if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
   NoGradGuard no_grad;
-  // inf * 0 and nan * 0 are nan, so the sum is 0 exactly when every element is finite.
-  return sum(t.to(kFloat64) * 0.0).item<double>() == 0.0;
+  // A float64 host copy is scanned directly: this file sits below the op library (the op
+  // library records through it), so it may not call sum() or mul().
+  Tensor host = t.to(kCPU, kFloat64).contiguous();
+  const double* p = host.data_ptr<double>();
+  for (int64_t i = 0; i < host.numel(); ++i)
+    if (!std::isfinite(p[i])) return false;
+  return true;
 }
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
