@@ -97,37 +97,4 @@ Tensor record(const char* name, Tensor out, const TensorList& inputs, const Tens
   return record_multi(name, {std::move(out)}, inputs, saved, std::move(backward))[0];
 }
 
-void check_inplace(const Tensor& self) {
-  if (!GradMode::is_enabled()) return;
-  OCTO_CHECK(!(self.is_leaf() && self.requires_grad()),
-             "a leaf Variable that requires grad is "
-             "being used in an in-place operation; do it under NoGradGuard, or on a clone()");
-}
-
-void record_inplace(const char* name, const Tensor& self, const TensorList& others,
-                    const TensorList& saved, FunctionNode::BackwardFn backward) {
-  TensorList inputs{self};
-  inputs.insert(inputs.end(), others.begin(), others.end());
-  const bool record = needs_grad(inputs);
-  // Saved tensors record their version before the op's own bump, as in PyTorch: a saved tensor
-  // that is or aliases self (b in a.mul_(b), b = a or a.detach()) was overwritten by the op, and
-  // unpacking it at backward reports that.
-  std::vector<SavedTensor> saved_tensors;
-  if (record) {
-    for (const Tensor& s : saved) saved_tensors.emplace_back(s, output_index(s, {self}));
-  }
-  self.bump_version();
-  if (!record) return;
-  // Edges are taken from self's history before it is replaced.
-  auto node = std::make_shared<FunctionNode>(name, self.device(), std::move(saved_tensors),
-                                             std::move(backward));
-  for (const Tensor& in : inputs) node->add_next_edge(gradient_edge(in));
-  node->set_num_inputs(1);
-  auto& meta = self.impl().autograd;
-  if (!meta) meta = std::make_unique<AutogradMeta>();
-  meta->requires_grad = true;
-  meta->grad_fn = node;
-  meta->output_nr = 0;
-}
-
 }  // namespace octo::autograd

@@ -40,17 +40,7 @@ Tensor record(const char* name, Tensor out, const TensorList& inputs, const Tens
 TensorList record_multi(const char* name, TensorList outs, const TensorList& inputs,
                         const TensorList& saved, FunctionNode::BackwardFn backward);
 
-/// For in-place ops, before mutating `self`: throws the PyTorch error for a leaf that requires
-/// grad ("a leaf Variable that requires grad is being used in an in-place operation").
-void check_inplace(const Tensor& self);
-
-/// Records an in-place op `self = op(self, others...)` that already ran: the new node's first
-/// edge is self's previous history, so backward(grads, saved) returns {d/d old self, d/d
-/// others...}. Bumps self's version counter (Note [Version counter]) whether or not anything is
-/// recorded. `saved` may hold self (saved after the bump: the op's output) and other inputs (saved
-/// before).
-void record_inplace(const char* name, const Tensor& self, const TensorList& others,
-                    const TensorList& saved, FunctionNode::BackwardFn backward);
+// In-place ops are recorded by check_inplace/record_inplace, in autograd/inplace.h.
 
 /// True when t has no NaN or Inf (always for integer dtypes); one reduction and a sync. Used by
 /// anomaly mode (Note [Anomaly mode]).

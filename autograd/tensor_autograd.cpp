@@ -1,5 +1,6 @@
 // Tensor's autograd methods: requires_grad_, grad, backward, hooks, detach, version counter.
 #include "autograd/engine.h"
+#include "autograd/inplace.h"
 #include "autograd/node.h"
 #include "core/error.h"
 #include "tensor/autograd_hooks.h"
@@ -24,6 +25,8 @@ AutogradMeta& meta_of(const Tensor& t) {
 }  // namespace
 
 bool Tensor::requires_grad() const {
+  autograd::refresh_view(
+      *this);  // a view whose base changed in place (Note [In-place ops on views])
   const auto& m = impl().autograd;
   return m && (m->requires_grad || m->grad_fn);
 }
@@ -55,6 +58,7 @@ void Tensor::set_grad(const Tensor& grad) const {
 }
 
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  autograd::refresh_view(*this);
   const auto& m = impl().autograd;
   return m ? m->grad_fn : nullptr;
 }

@@ -28,6 +28,11 @@ struct AutogradMeta {
   std::vector<std::function<Tensor(const Tensor&)>> hooks;
   /// Leaves only: hooks run after the gradient has been accumulated into .grad.
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+  /// Views made by a view op under grad mode (Note [In-place ops on views] in
+  /// autograd/inplace.cpp): the tensor that owns the storage this view looks into (never itself
+  /// a view), and the storage version at which grad_fn was last derived from it.
+  Tensor view_base;
+  uint32_t view_version = 0;
 };
 
 }  // namespace octo

@@ -1,6 +1,7 @@
 // Copies and conversions: to(device/dtype), pin_memory, contiguous, clone, copy_, fill_ -- with
 // their backward.
 #include "autograd/function.h"
+#include "autograd/inplace.h"
 #include "autograd/ops/reduce.h"
 #include "core/device_hooks.h"
 #include "core/error.h"

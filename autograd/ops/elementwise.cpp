@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "autograd/function.h"
+#include "autograd/inplace.h"
 #include "autograd/ops/sum_to.h"
 #include "core/error.h"
 #include "kernels/backend.h"
@@ -626,8 +627,11 @@ const Tensor& Tensor::mul_(const Tensor& other) const {
   autograd::check_inplace(*this);
   Tensor o = inplace_operand("mul_", *this, other);
   Input io(other);
-  Tensor old_self;  // the value before the update, for d/d other
-  if (io.needs && autograd::GradMode::is_enabled()) old_self = copy_raw(*this);
+  // The value before the update, for d/d other. Cloned with its history when self has one, so
+  // that under create_graph d/d other = g * old_self can be differentiated again through self.
+  Tensor old_self;
+  if (io.needs && autograd::GradMode::is_enabled())
+    old_self = requires_grad() ? clone() : copy_raw(*this);
   if (numel() > 0) kernels::backend(device()).binary(BinaryOp::Mul, arg(), arg(), o.arg(), {});
   bool self_needs = requires_grad();
   // x.mul_(x.detach()) overwrites the saved factor: record_inplace's version check reports it.

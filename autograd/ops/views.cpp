@@ -5,6 +5,7 @@
 // part (narrow, slice, select) scatter the gradient into zeros of the base's shape; expand sums
 // over the broadcast dims (sum_to).
 #include "autograd/function.h"
+#include "autograd/inplace.h"
 #include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "tensor/factories.h"
@@ -88,14 +89,17 @@ Tensor embed_part(const char* name, const Tensor& g, const Shape& base_shape,
       });
 }
 
-/// Records a view whose backward is `fn` (gradient of the view -> gradient of the base).
+/// Records a view whose backward is `fn` (gradient of the view -> gradient of the base), and
+/// marks it as a view of base's storage (Note [In-place ops on views] in autograd/inplace.cpp).
 Tensor record_view(const char* name, const Tensor& base, Tensor view,
                    std::function<Tensor(const Tensor&)> fn) {
-  return autograd::record(
-      name, std::move(view), {base}, {},
-      [fn = std::move(fn)](const TensorList& g, const TensorList&) -> TensorList {
-        return {fn(g[0])};
-      });
+  Tensor out =
+      autograd::record(name, std::move(view), {base}, {},
+                       [fn = std::move(fn)](const TensorList& g, const TensorList&) -> TensorList {
+                         return {fn(g[0])};
+                       });
+  autograd::mark_view(out, base);
+  return out;
 }
 
 }  // namespace
