@@ -16,16 +16,47 @@ using autograd::TensorList;
 
 namespace {
 
+/// comm::reduce_add_coalesced on the tape (PyTorch's ReduceAddCoalesced): `per_device` is
+/// [device][tensor], the sums land on devices[0]. Its backward broadcasts the gradients back to
+/// every device, so Broadcast's backward is itself differentiable and double backward works
+/// through replicate (Note [create_graph] in autograd/engine.cpp).
+TensorList reduce_add_recorded(const std::vector<std::vector<Tensor>>& per_device,
+                               const std::vector<Device>& devices) {
+  TensorList sums = comm::reduce_add_coalesced(per_device, devices[0]);
+  TensorList inputs;
+  for (const auto& row : per_device) inputs.insert(inputs.end(), row.begin(), row.end());
+  if (!autograd::needs_grad(inputs)) return sums;
+  const size_t n = sums.size();
+  return autograd::record_multi(
+      "ReduceAddCoalesced", sums, inputs, {},
+      [n, devices](const TensorList& grads, const TensorList&) -> TensorList {
+        TensorList out(n * devices.size());
+        TensorList arrived;
+        std::vector<size_t> where;
+        for (size_t j = 0; j < n; ++j) {
+          if (!grads[j].defined()) continue;
+          arrived.push_back(grads[j]);
+          where.push_back(j);
+        }
+        if (arrived.empty()) return out;
+        auto copies = Broadcast::apply(arrived, devices);
+        for (size_t d = 0; d < devices.size(); ++d)
+          for (size_t k = 0; k < where.size(); ++k) out[d * n + where[k]] = copies[d][k];
+        return out;
+      });
+}
+
 /// Backward of Broadcast: grads are [device][tensor] flattened; sum each tensor's gradients on
 /// devices[0]. Gradients that never arrived (a replica that did not use a parameter) are skipped.
-autograd::FunctionNode::BackwardFn reduce_add_backward(size_t n_tensors, Device destination) {
-  return [n_tensors, destination](const TensorList& grads, const TensorList&) -> TensorList {
+autograd::FunctionNode::BackwardFn reduce_add_backward(size_t n_tensors,
+                                                       std::vector<Device> devices) {
+  return [n_tensors, devices](const TensorList& grads, const TensorList&) -> TensorList {
     size_t n_devices = grads.size() / n_tensors;
     std::vector<std::vector<Tensor>> per_device(n_devices);
     for (size_t d = 0; d < n_devices; ++d)
       per_device[d].assign(grads.begin() + static_cast<int64_t>(d * n_tensors),
                            grads.begin() + static_cast<int64_t>((d + 1) * n_tensors));
-    return comm::reduce_add_coalesced(per_device, destination);
+    return reduce_add_recorded(per_device, devices);
   };
 }
 
@@ -70,7 +101,7 @@ void Broadcast::apply_into(const std::vector<Tensor>& tensors, const std::vector
   }
   if (!autograd::needs_grad(tensors)) return;
   autograd::record_multi("Broadcast", outs, tensors, {},
-                         reduce_add_backward(tensors.size(), devices[0]));
+                         reduce_add_backward(tensors.size(), devices));
 }
 
 std::vector<Tensor> Scatter::apply(const Tensor& x, const std::vector<Device>& devices,
@@ -98,7 +129,7 @@ std::vector<Tensor> Scatter::apply(const Tensor& x, const std::vector<Device>& d
           shape[static_cast<size_t>(d)] = sizes[i];
           full[i] = zeros(shape, {.dtype = ref->dtype(), .device = used[i]});
         }
-        return {comm::gather(full, source, d)};
+        return {Gather::apply(full, source, d)};  // recorded: twice differentiable
       });
 }
 

@@ -286,6 +286,47 @@ TEST_CASE("replicate: gradients of every replica sum into the original parameter
   CHECK(max_rel_diff(g3, model->fc1->weight.grad()) < 1e-5);
 }
 
+namespace {
+/// Gradients of a gradient penalty, sum over parameters of |dL/dp|^2, where L is the MSE of
+/// model(x) (through DataParallel over `devices`, or directly when empty): double backward.
+std::vector<Tensor> penalty_grads(std::shared_ptr<Mlp> model, const Tensor& x, const Tensor& y,
+                                  const std::vector<Device>& devices) {
+  std::shared_ptr<DataParallel> dp;
+  if (!devices.empty()) dp = std::make_shared<DataParallel>(model, devices);
+  Tensor out = dp ? dp->forward(x) : model->forward(x);
+  Tensor loss = octo::mean(octo::square(out - y));
+  auto params = model->parameters();
+  auto g = octo::autograd::grad({loss}, params, {}, {}, false, /*create_graph=*/true);
+  Tensor penalty;
+  for (const Tensor& gi : g)
+    penalty = penalty.defined() ? penalty + (gi * gi).sum() : (gi * gi).sum();
+  model->zero_grad();
+  penalty.backward();
+  std::vector<Tensor> out_grads;
+  for (const Tensor& p : params) out_grads.push_back(p.grad().clone());
+  return out_grads;
+}
+}  // namespace
+
+TEST_CASE("double backward through DataParallel (a gradient penalty) matches one device") {
+  octo::manual_seed(11);
+  Tensor x = octo::randn({7, 6}, {.dtype = octo::kFloat64});
+  Tensor y = octo::randn({7, 3}, {.dtype = octo::kFloat64});
+  auto make = [] {
+    octo::manual_seed(3);
+    auto m = std::make_shared<Mlp>();
+    m->to(octo::kFloat64);
+    return m;
+  };
+  auto ref = penalty_grads(make(), x, y, {});
+  for (int n : {2, 3}) {
+    INFO(n << " devices");
+    auto got = penalty_grads(make(), x, y, cpus(n));
+    REQUIRE(got.size() == ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) CHECK(max_rel_diff(got[i], ref[i]) < 1e-10);
+  }
+}
+
 TEST_CASE("no leaked threads or memory after 10,000 steps of a tiny model") {
   auto model = std::make_shared<Mlp>(2, 2, 1);
   DataParallel dp(model, cpus(2));
