@@ -101,6 +101,12 @@ TEST_CASE("gradgradcheck: reductions, views and indexing") {
   Tensor gi = octo::tensor({0, 1, 3, 2, 1, 0}, {.dtype = octo::kInt64}).view({3, 2});
   CHECK(gradgradcheck([gi](const TensorList& in) { return octo::gather(in[0] * in[0], 1, gi); },
                       {a}));
+  // scatter_add with src larger than index: the backward writes into a view of zeros, which
+  // under create_graph is an in-place op on a view (CopySlices).
+  Tensor src = r({3, 5});
+  CHECK(gradgradcheck(
+      [gi](const TensorList& in) { return octo::scatter_add(in[0] * in[0], 1, gi, in[1] * in[1]); },
+      {a, src}));
   CHECK(gradgradcheck(
       [](const TensorList& in) {
         return octo::cat({in[0] * in[0], in[0].exp()}, 0);
