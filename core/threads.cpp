@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/error.h"
@@ -22,6 +25,43 @@ thread_local int tls_limit = 0;     // 0: no per-thread limit
 
 int hardware_concurrency() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+std::optional<int> parse_num_threads(const char* value) {
+  if (value == nullptr) return std::nullopt;
+  // OpenMP allows a list ("4,2": 4 at the outer level); octo's kernels use the first entry.
+  const char* p = value;
+  while (*p == ' ') ++p;
+  int n = 0;
+  bool digits = false;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    digits = true;
+    if (n > 1'000'000) return std::nullopt;
+    n = n * 10 + (*p - '0');
+  }
+  while (*p == ' ') ++p;
+  if (!digits || n < 1 || (*p != '\0' && *p != ',')) return std::nullopt;
+  return n;
+}
+
+namespace {
+/// Note [Default thread count]: without set_num_threads, kernels use OMP_NUM_THREADS when it
+/// holds a positive integer (as PyTorch and every OpenMP program do), else all cores. The
+/// variable is read once, on first use; a value that is not a positive integer is reported once
+/// on stderr and ignored (an op deep inside a training step is no place to throw over it).
+int default_num_threads() {
+  static const int n = [] {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    if (std::optional<int> parsed = parse_num_threads(env)) return *parsed;
+    if (env != nullptr && *env != '\0')
+      std::fprintf(stderr,
+                   "octo: ignoring OMP_NUM_THREADS='%s' (expected a positive integer); using all "
+                   "%d cores\n",
+                   env, hardware_concurrency());
+    return hardware_concurrency();
+  }();
+  return n;
+}
+}  // namespace
+
 void set_num_threads(int n) {
   OCTO_CHECK_VALUE(n >= 1, "set_num_threads: expected a positive thread count, got ", n);
   g_num_threads.store(n);
@@ -30,7 +70,7 @@ void set_num_threads(int n) {
 int get_num_threads() {
   if (tls_limit > 0) return tls_limit;
   int n = g_num_threads.load();
-  return n > 0 ? n : hardware_concurrency();
+  return n > 0 ? n : default_num_threads();
 }
 
 ThreadLimitGuard::ThreadLimitGuard(int n) : previous_(tls_limit) {
