@@ -52,4 +52,17 @@ struct TensorArg {
   bool defined() const { return data != nullptr || numel() == 0; }
 };
 
+/// `like`'s sizes with packed (row-major contiguous) strides, over `data`: the staging buffer a
+/// kernel copies a strided operand into. dtype and device stay `like`'s unless changed after.
+inline TensorArg contiguous_like(const TensorArg& like, void* data) {
+  TensorArg t = like;
+  t.data = data;
+  int64_t stride = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    t.strides[d] = stride;
+    stride *= t.sizes[d];
+  }
+  return t;
+}
+
 }  // namespace octo::kernels

@@ -49,17 +49,6 @@ T* scratch(int64_t n) {
   return buffer.data();
 }
 
-TensorArg contiguous_like(const TensorArg& a, void* data) {
-  TensorArg c = a;
-  c.data = data;
-  int64_t stride = 1;
-  for (int d = a.ndim - 1; d >= 0; --d) {
-    c.strides[d] = stride;
-    stride *= a.sizes[d];
-  }
-  return c;
-}
-
 /// A contiguous read-only view of `a`: `a` itself, or a packed copy kept in `storage`.
 template <typename T>
 const T* contiguous_input(const TensorArg& a, std::vector<T>& storage) {

@@ -27,15 +27,9 @@ size_t nbytes(const TensorArg& t) { return size_t(t.numel()) * itemsize(t.dtype)
 
 /// A contiguous arg shaped like `like`, over `data`.
 TensorArg contiguous_like(const TensorArg& like, void* data, DType dtype, Device device) {
-  TensorArg t = like;
-  t.data = data;
+  TensorArg t = kernels::contiguous_like(like, data);
   t.dtype = dtype;
   t.device = device;
-  int64_t stride = 1;
-  for (int i = t.ndim - 1; i >= 0; --i) {
-    t.strides[i] = stride;
-    stride *= t.sizes[i];
-  }
   return t;
 }
 

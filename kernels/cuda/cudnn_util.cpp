@@ -26,18 +26,6 @@ cudnnDataType_t data_type(DType dtype) {
   return CUDNN_DATA_FLOAT;
 }
 
-/// like's sizes with packed (row-major contiguous) strides, at `data`.
-kernels::TensorArg packed_like(const kernels::TensorArg& like, void* data) {
-  kernels::TensorArg t = like;
-  t.data = data;
-  int64_t stride = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    t.strides[d] = stride;
-    stride *= t.sizes[d];
-  }
-  return t;
-}
-
 DataPtr allocate(Device device, DType dtype, int64_t numel) {
   return caching_allocator(device.index())->allocate(static_cast<size_t>(numel) * itemsize(dtype));
 }
@@ -122,6 +110,7 @@ void FilterDescriptor::set(DType dtype, const int64_t* sizes, const char* op) {
 ConvolutionDescriptor::ConvolutionDescriptor() {
   OCTO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_));
 }
+
 ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
 
 void ConvolutionDescriptor::set(DType dtype, const kernels::Conv2dParams& p, bool allow_tf32,
@@ -146,7 +135,7 @@ int math_type_for(DType dtype, bool allow_tf32) {
 kernels::TensorArg packed_input(const kernels::TensorArg& t, DataPtr& buffer) {
   if (t.is_contiguous()) return t;
   buffer = allocate(t.device, t.dtype, t.numel());
-  const kernels::TensorArg packed = packed_like(t, buffer.get());
+  const kernels::TensorArg packed = kernels::contiguous_like(t, buffer.get());
   kernels::cuda_backend().copy(packed, t);
   return packed;
 }
@@ -155,7 +144,7 @@ PackedOutput::PackedOutput(const kernels::TensorArg& out, bool keep_contents)
     : out_(out), packed_(out) {
   if (out.is_contiguous()) return;
   buffer_ = allocate(out.device, out.dtype, out.numel());
-  packed_ = packed_like(out, buffer_.get());
+  packed_ = kernels::contiguous_like(out, buffer_.get());
   if (keep_contents) kernels::cuda_backend().copy(packed_, out_);
 }
 
@@ -171,7 +160,7 @@ kernels::TensorArg scratch_tensor(Device device, DType dtype, int ndim, const in
   t.ndim = ndim;
   for (int d = 0; d < ndim; ++d) t.sizes[d] = sizes[d];
   buffer = allocate(device, dtype, t.numel());
-  t = packed_like(t, buffer.get());
+  t = kernels::contiguous_like(t, buffer.get());
   if (fill) kernels::cuda_backend().fill(t, Scalar(*fill));
   return t;
 }

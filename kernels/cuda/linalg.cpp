@@ -82,17 +82,6 @@ MatrixLayout layout_of(const TensorArg& t) {
   return l;
 }
 
-TensorArg contiguous_like(const TensorArg& like, void* data) {
-  TensorArg t = like;
-  t.data = data;
-  int64_t stride = 1;
-  for (int i = t.ndim - 1; i >= 0; --i) {
-    t.strides[i] = stride;
-    stride *= t.sizes[i];
-  }
-  return t;
-}
-
 /// A contiguous device copy of t when its layout does not suit cuBLAS (buffer keeps it alive).
 TensorArg usable(const TensorArg& t, DataPtr& buffer) {
   if (layout_of(t).ok) return t;
