@@ -91,11 +91,12 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
 
 DataLoader::~DataLoader() { stop_workers(); }
 
-size_t DataLoader::size() const {
-  size_t n = sampler_->indices(dataset_->size()).size();
+size_t DataLoader::batches_of(size_t n) const {
   return options_.drop_last ? n / options_.batch_size
                             : (n + options_.batch_size - 1) / options_.batch_size;
 }
+
+size_t DataLoader::size() const { return batches_of(sampler_->indices(dataset_->size()).size()); }
 
 void DataLoader::set_epoch(uint64_t epoch) {
   stop_workers();
@@ -130,7 +131,7 @@ void DataLoader::start_workers() {
   next_to_return_ = 0;
   ready_.clear();
   errors_.clear();
-  size_t total = size();
+  const size_t total = epoch_batches_;
   for (size_t w = 0; w < options_.num_workers; ++w) {
     workers_.emplace_back([this, total] {
       while (true) {
@@ -228,15 +229,16 @@ Example DataLoader::next_batch(size_t b) {
 DataLoader::Iterator DataLoader::begin() {
   stop_workers();
   order_ = sampler_->indices(dataset_->size());
+  epoch_batches_ = batches_of(order_.size());
   if (options_.num_workers > 0) start_workers();
   Iterator it(this, 0);
-  if (size() > 0) it.current_ = next_batch(0);
+  if (epoch_batches_ > 0) it.current_ = next_batch(0);
   return it;
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
   ++index_;
-  if (index_ < loader_->size()) current_ = loader_->next_batch(index_);
+  if (index_ < loader_->epoch_batches_) current_ = loader_->next_batch(index_);
   return *this;
 }
 

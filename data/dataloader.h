@@ -129,6 +129,8 @@ class DataLoader {
   void start_workers();
   void stop_workers();
   Example next_batch(size_t batch_index);
+  /// Batches in an epoch of `n` sampled indices.
+  size_t batches_of(size_t n) const;
 
   std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
@@ -136,6 +138,9 @@ class DataLoader {
   uint64_t seed_;
   bool pin_ = false;  // options_.pin_memory and a GPU is visible
   std::vector<size_t> order_;
+  // Batches in the current epoch (of order_), so the iterator never redraws the sampler's
+  // indices: a RandomSampler's are a fresh permutation of the whole dataset each call.
+  size_t epoch_batches_ = 0;
 
   // Worker state for the current epoch.
   std::mutex mutex_;
