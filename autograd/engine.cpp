@@ -243,8 +243,7 @@ void run_threaded(GraphTask& task, const std::set<Device>& devices) {
 
 Tensor default_root_grad(const Tensor& root) {
   OCTO_CHECK(root.numel() == 1,
-             "grad can be implicitly created only for scalar outputs; this "
-             "output has shape ",
+             "grad can be implicitly created only for scalar outputs; this output has shape ",
              root.sizes(), ". Pass a gradient of that shape to backward().");
   return ones_like(root);
 }
@@ -259,9 +258,7 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
     OCTO_CHECK_VALUE(r.defined(), "backward: output ", i, " is an undefined tensor");
     OCTO_CHECK(
         r.requires_grad(), "element ", i,
-        " of the outputs does not require grad and does "
-        "not have a grad_fn: nothing was recorded for it (was it computed under NoGradGuard, "
-        "or from tensors that do not require grad?)");
+        " of the outputs does not require grad and does not have a grad_fn: nothing was recorded for it (was it computed under NoGradGuard, or from tensors that do not require grad?)");
     Tensor g =
         (grad_roots.empty() || !grad_roots[i].defined()) ? default_root_grad(r) : grad_roots[i];
     OCTO_CHECK_VALUE(g.sizes() == r.sizes(), "backward: gradient of shape ", g.sizes(),
@@ -329,9 +326,9 @@ TensorList grad(const TensorList& roots, const TensorList& inputs, const TensorL
   }
   execute(task, roots, grad_roots);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    OCTO_CHECK_VALUE(allow_unused || task.captured[i].defined(), "autograd::grad: input ", i,
-                     " was not used in the graph of the outputs; pass allow_unused = true if "
-                     "this is expected");
+    OCTO_CHECK_VALUE(
+        allow_unused || task.captured[i].defined(), "autograd::grad: input ", i,
+        " was not used in the graph of the outputs; pass allow_unused = true if this is expected");
   }
   return task.captured;
 }

@@ -174,20 +174,20 @@ void refresh_view(const Tensor& t) {
 
 void check_inplace(const Tensor& self) {
   if (!GradMode::is_enabled()) return;
-  OCTO_CHECK(!(self.is_leaf() && self.requires_grad()),
-             "a leaf Variable that requires grad is being used in an in-place operation; do it "
-             "under NoGradGuard, or on a clone()");
+  OCTO_CHECK(
+      !(self.is_leaf() && self.requires_grad()),
+      "a leaf Variable that requires grad is being used in an in-place operation; do it under NoGradGuard, or on a clone()");
   const auto& meta = self.impl().autograd;
   if (!meta || !meta->view_base.defined()) return;
   const Tensor& base = meta->view_base;
-  OCTO_CHECK(!(base.is_leaf() && base.requires_grad()),
-             "a view of a leaf Variable that requires grad is being used in an in-place "
-             "operation; do it under NoGradGuard, or on a clone() of the leaf");
-  OCTO_CHECK(!overlaps_itself(self),
-             "unsupported operation: more than one element of the written-to tensor refers to a "
-             "single memory location (a view of shape ",
-             self.sizes(), " with strides ", self.strides(),
-             "); clone() the tensor before the in-place operation");
+  OCTO_CHECK(
+      !(base.is_leaf() && base.requires_grad()),
+      "a view of a leaf Variable that requires grad is being used in an in-place operation; do it under NoGradGuard, or on a clone() of the leaf");
+  OCTO_CHECK(
+      !overlaps_itself(self),
+      "unsupported operation: more than one element of the written-to tensor refers to a single memory location (a view of shape ",
+      self.sizes(), " with strides ", self.strides(),
+      "); clone() the tensor before the in-place operation");
   OCTO_CHECK_T(::octo::NotImplementedError, !base.requires_grad() || base.is_contiguous(),
                "in-place operation on a view of a non-contiguous tensor of shape ", base.sizes(),
                " with strides ", base.strides(),

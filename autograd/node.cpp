@@ -29,20 +29,18 @@ SavedTensor::SavedTensor(const Tensor& t, int output_nr) {
 }
 
 Tensor SavedTensor::unpack(const Node& owner) const {
-  OCTO_CHECK(!released_,
-             "Trying to backward through the graph a second time (or directly access "
-             "saved tensors after they have already been freed): ",
-             owner.name(),
-             " needs a saved tensor that the previous backward freed. Saved intermediate values "
-             "are freed when you call backward() or autograd::grad(); pass retain_graph = true "
-             "if you need to backward through the graph a second time.");
+  OCTO_CHECK(
+      !released_,
+      "Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed): ",
+      owner.name(),
+      " needs a saved tensor that the previous backward freed. Saved intermediate values are freed when you call backward() or autograd::grad(); pass retain_graph = true if you need to backward through the graph a second time.");
   if (!data_.defined()) return data_;
   uint32_t now = data_.version();
-  OCTO_CHECK(now == version_,
-             "one of the variables needed for gradient computation has been "
-             "modified by an inplace operation: [",
-             data_.dtype(), " ", data_.sizes(), "], which is saved by ", owner.name(),
-             ", is at version ", now, "; expected version ", version_, " instead.");
+  OCTO_CHECK(
+      now == version_,
+      "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+      data_.dtype(), " ", data_.sizes(), "], which is saved by ", owner.name(), ", is at version ",
+      now, "; expected version ", version_, " instead.");
   if (!GradMode::is_enabled()) return data_;
   if (original_.defined()) return original_;
   if (output_nr_ >= 0 && is_floating(data_.dtype())) {

@@ -32,13 +32,13 @@ bool Tensor::requires_grad() const {
 }
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
-  OCTO_CHECK(is_leaf() || requires_grad,
-             "you can only change requires_grad flags of leaf "
-             "tensors; use detach() to get a tensor that does not require grad");
-  OCTO_CHECK_VALUE(!requires_grad || is_floating(dtype()),
-                   "only tensors of floating point dtype "
-                   "can require gradients, but this tensor has dtype ",
-                   dtype());
+  OCTO_CHECK(
+      is_leaf() || requires_grad,
+      "you can only change requires_grad flags of leaf tensors; use detach() to get a tensor that does not require grad");
+  OCTO_CHECK_VALUE(
+      !requires_grad || is_floating(dtype()),
+      "only tensors of floating point dtype can require gradients, but this tensor has dtype ",
+      dtype());
   meta_of(*this).requires_grad = requires_grad;
   return *this;
 }
@@ -77,8 +77,7 @@ void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph,
 
 void Tensor::retain_grad() const {
   OCTO_CHECK(requires_grad(),
-             "retain_grad: can't retain_grad on a tensor that does not "
-             "require grad");
+             "retain_grad: can't retain_grad on a tensor that does not require grad");
   if (is_leaf()) return;  // leaves keep their grad anyway
   AutogradMeta& m = meta_of(*this);
   if (m.retains_grad) return;
@@ -109,8 +108,7 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
 
 void Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> fn) const {
   OCTO_CHECK(is_leaf() && requires_grad(),
-             "post accumulate grad hooks can only be registered on "
-             "leaf tensors that require grad");
+             "post accumulate grad hooks can only be registered on leaf tensors that require grad");
   meta_of(*this).post_accumulate_hooks.push_back(std::move(fn));
 }
 

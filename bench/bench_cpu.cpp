@@ -55,8 +55,7 @@ int g_threads = 1;
 void emit(const std::string& bench, const std::string& config, double value, const char* unit,
           int reps) {
   std::printf(
-      "{\"framework\": \"octo\", \"bench\": \"%s\", \"config\": \"%s\", \"threads\": %d, "
-      "\"value\": %.6g, \"unit\": \"%s\", \"reps\": %d}\n",
+      "{\"framework\": \"octo\", \"bench\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"value\": %.6g, \"unit\": \"%s\", \"reps\": %d}\n",
       bench.c_str(), config.c_str(), g_threads, value, unit, reps);
   std::fflush(stdout);
   std::fprintf(stderr, "  octo %-14s %-28s %d thr: %10.2f %s\n", bench.c_str(), config.c_str(),

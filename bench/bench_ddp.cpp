@@ -31,10 +31,10 @@ struct Args {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_ddp: %s\nusage: bench_ddp [--batch B] [--warmup W] [--steps S] "
-               "[--max-seconds T] [--data-parallel cpu:0,cpu:1] [--json FILE]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "bench_ddp: %s\nusage: bench_ddp [--batch B] [--warmup W] [--steps S] [--max-seconds T] [--data-parallel cpu:0,cpu:1] [--json FILE]\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -154,12 +154,11 @@ int main(int argc, char** argv) {
     if (!a.json.empty()) {
       FILE* f = std::fopen(a.json.c_str(), "w");
       if (f) {
-        std::fprintf(f,
-                     "{\"framework\":\"octo\",\"mode\":\"%s\",\"ranks\":%d,\"devices\":\"%s\","
-                     "\"batch_per_rank\":%lld,\"steps\":%lld,\"seconds\":%.6f,"
-                     "\"samples_per_s\":%.3f}\n",
-                     distributed ? "ddp" : "data_parallel", ranks, a.data_parallel.c_str(),
-                     static_cast<long long>(a.batch), static_cast<long long>(done), secs, rate);
+        std::fprintf(
+            f,
+            "{\"framework\":\"octo\",\"mode\":\"%s\",\"ranks\":%d,\"devices\":\"%s\",\"batch_per_rank\":%lld,\"steps\":%lld,\"seconds\":%.6f,\"samples_per_s\":%.3f}\n",
+            distributed ? "ddp" : "data_parallel", ranks, a.data_parallel.c_str(),
+            static_cast<long long>(a.batch), static_cast<long long>(done), secs, rate);
         std::fclose(f);
       }
     }

@@ -219,16 +219,13 @@ int main(int argc, char** argv) {
   try {
     const octo::cuda::DeviceInfo g = octo::cuda::device_info(0);
     std::printf(
-        "bench_gpu: cuda:0 = %s, compute capability %d.%d, %d SMs, SM clock %.0f MHz (peak, "
-        "cudaDevAttrClockRate), memory %.0f GiB, %d-bit bus at %.0f MHz; %d visible GPU(s); "
-        "octo %s\n",
+        "bench_gpu: cuda:0 = %s, compute capability %d.%d, %d SMs, SM clock %.0f MHz (peak, cudaDevAttrClockRate), memory %.0f GiB, %d-bit bus at %.0f MHz; %d visible GPU(s); octo %s\n",
         g.name.c_str(), g.major, g.minor, g.sm_count, g.sm_clock_mhz, g.memory_gib, g.mem_bus_bits,
         g.mem_clock_mhz, octo::cuda::device_count(), OCTO_VERSION);
     const bool hopper =
         g.name.find("H100") != std::string::npos || g.name.find("H200") != std::string::npos;
     std::printf(
-        "Peaks: H100/H200 SXM datasheet dense TFLOP/s, not measured: FP32 %.0f, TF32 %.0f, "
-        "BF16 %.0f, FP16 %.0f%s.\n",
+        "Peaks: H100/H200 SXM datasheet dense TFLOP/s, not measured: FP32 %.0f, TF32 %.0f, BF16 %.0f, FP16 %.0f%s.\n",
         kPeakFp32, kPeakTf32, kPeakBf16, kPeakFp16,
         hopper ? "" : " (this GPU is not an H100/H200: the percentages do not apply)");
   } catch (const std::exception& e) {
@@ -236,11 +233,8 @@ int main(int argc, char** argv) {
     g_failed = true;
   }
   std::printf(
-      "GEMM: octo::matmul of [n, n] randn matrices; fp32 = cublasSgemmStridedBatched (TF32 off), "
-      "tf32 = CUBLAS_COMPUTE_32F_FAST_TF32 (octo::cuda::set_allow_tf32(true)), bf16/fp16 = "
-      "cublasGemmStridedBatchedEx with float32 compute; CUDA-event time per call after warm-up.\n"
-      "Training: float32, TF32 off, one random batch reused, each step synchronised; SGD lr 0.01 "
-      "momentum 0.9 Nesterov, weight decay 5e-4.\n\n");
+      "GEMM: octo::matmul of [n, n] randn matrices; fp32 = cublasSgemmStridedBatched (TF32 off), tf32 = CUBLAS_COMPUTE_32F_FAST_TF32 (octo::cuda::set_allow_tf32(true)), bf16/fp16 = cublasGemmStridedBatchedEx with float32 compute; CUDA-event time per call after warm-up.\n"
+      "Training: float32, TF32 off, one random batch reused, each step synchronised; SGD lr 0.01 momentum 0.9 Nesterov, weight decay 5e-4.\n\n");
   octo::manual_seed(0);
   header();
 

@@ -132,9 +132,7 @@ FmaUnits fma_units(const std::string& model, double gflops_1thread, double mhz) 
   bool xeon = model.find("Xeon") != std::string::npos;
   if (kIsa.lanes == 16 && xeon) {
     u.reason =
-        "assumed 2: Intel Xeon Scalable (Gold/Platinum, Skylake-SP and later, incl. "
-        "Sapphire/Emerald Rapids) has two 512-bit FMA units per core (port 0+1 fused, "
-        "port 5); Silver/Bronze parts have one";
+        "assumed 2: Intel Xeon Scalable (Gold/Platinum, Skylake-SP and later, incl. Sapphire/Emerald Rapids) has two 512-bit FMA units per core (port 0+1 fused, port 5); Silver/Bronze parts have one";
   } else if (kIsa.fma) {
     u.reason = "assumed 2: Intel since Haswell and AMD since Zen 2 issue two vector FMAs per cycle";
   } else {
@@ -143,10 +141,10 @@ FmaUnits fma_units(const std::string& model, double gflops_1thread, double mhz) 
   if (mhz > 0 && gflops_1thread > 0) {
     double flops_per_cycle = gflops_1thread * 1e3 / mhz;
     char buf[240];
-    std::snprintf(buf, sizeof buf,
-                  ". Cross-check: the 1-thread FMA loop does %.1f flops per cpuinfo cycle = %.2f "
-                  "vector FMAs/cycle (above %d means the core runs faster than 'cpu MHz' says)",
-                  flops_per_cycle, flops_per_cycle / (2.0 * kIsa.lanes), u.units);
+    std::snprintf(
+        buf, sizeof buf,
+        ". Cross-check: the 1-thread FMA loop does %.1f flops per cpuinfo cycle = %.2f vector FMAs/cycle (above %d means the core runs faster than 'cpu MHz' says)",
+        flops_per_cycle, flops_per_cycle / (2.0 * kIsa.lanes), u.units);
     u.reason += buf;
   }
   return u;

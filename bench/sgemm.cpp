@@ -89,8 +89,7 @@ int main(int argc, char** argv) {
 
   std::printf("FP32 peak (GFLOP/s)\n");
   std::printf(
-      "  threads   measured (FMA loop)   computed (%d lanes x %d FMA x 2 x %.0f MHz x "
-      "threads)\n",
+      "  threads   measured (FMA loop)   computed (%d lanes x %d FMA x 2 x %.0f MHz x threads)\n",
       isa.lanes, units.units, mhz);
   for (int t : kThreads) std::printf("  %7d   %19.1f   %10.1f\n", t, measured[t], computed(t));
   std::printf("  FMA units: %s\n\n", units.reason.c_str());

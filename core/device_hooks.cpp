@@ -20,10 +20,9 @@ bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
 void check_device_available(Device device) {
   if (device.is_cpu()) return;
-  OCTO_CHECK_DEVICE(cuda_hooks().is_built(), "octo was built without CUDA support, so device ",
-                    device,
-                    " cannot be used; rebuild with -Dcuda=enabled on a machine with the "
-                    "CUDA toolkit, or use a cpu device");
+  OCTO_CHECK_DEVICE(
+      cuda_hooks().is_built(), "octo was built without CUDA support, so device ", device,
+      " cannot be used; rebuild with -Dcuda=enabled on a machine with the CUDA toolkit, or use a cpu device");
   int n = cuda_hooks().device_count();
   OCTO_CHECK_DEVICE(device.index() < n, "device ", device, " was requested but ",
                     n == 0 ? std::string("no CUDA GPU is visible")

@@ -140,10 +140,10 @@ void run_on_devices(const std::vector<Device>& devices, const std::function<void
     if (!futures[i].valid()) continue;
     if (futures[i].wait_until(deadline) != std::future_status::ready) {
       abandoned->store(true);
-      OCTO_THROW(Error, "run_on_devices: the worker of ", devices[i], " did not finish job ", i,
-                 " of ", devices.size(), " within ", worker_timeout().count(),
-                 " ms (OCTO_WORKER_TIMEOUT_MS); it is stuck, or waits for another device's "
-                 "worker. The process should exit: the stuck job still runs");
+      OCTO_THROW(
+          Error, "run_on_devices: the worker of ", devices[i], " did not finish job ", i, " of ",
+          devices.size(), " within ", worker_timeout().count(),
+          " ms (OCTO_WORKER_TIMEOUT_MS); it is stuck, or waits for another device's worker. The process should exit: the stuck job still runs");
     }
     try {
       futures[i].get();

@@ -52,10 +52,10 @@ int default_num_threads() {
     const char* env = std::getenv("OMP_NUM_THREADS");
     if (std::optional<int> parsed = parse_num_threads(env)) return *parsed;
     if (env != nullptr && *env != '\0')
-      std::fprintf(stderr,
-                   "octo: ignoring OMP_NUM_THREADS='%s' (expected a positive integer); using all "
-                   "%d cores\n",
-                   env, hardware_concurrency());
+      std::fprintf(
+          stderr,
+          "octo: ignoring OMP_NUM_THREADS='%s' (expected a positive integer); using all %d cores\n",
+          env, hardware_concurrency());
     return hardware_concurrency();
   }();
   return n;

@@ -75,32 +75,31 @@ void write_json(const std::string& path, const std::vector<Span>& spans, int pro
   std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
   bool first = true;
   if (process_id >= 0) {
-    std::fprintf(f,
-                 "{\"ph\": \"M\", \"pid\": %d, \"name\": \"process_name\", "
-                 "\"args\": {\"name\": \"%s\"}}",
-                 pid, process_label.c_str());
+    std::fprintf(
+        f, "{\"ph\": \"M\", \"pid\": %d, \"name\": \"process_name\", \"args\": {\"name\": \"%s\"}}",
+        pid, process_label.c_str());
     first = false;
   }
   for (const auto& [key, id] : rows) {
     std::string row = key.first.str() + (key.second.empty() ? "" : " " + key.second);
-    std::fprintf(f,
-                 "%s{\"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"name\": \"thread_name\", "
-                 "\"args\": {\"name\": \"%s\"}}",
-                 first ? "" : ",\n", pid, id, row.c_str());
-    std::fprintf(f,
-                 ",\n{\"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"name\": \"thread_sort_index\", "
-                 "\"args\": {\"sort_index\": %d}}",
-                 pid, id, id);
+    std::fprintf(
+        f,
+        "%s{\"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"name\": \"thread_name\", \"args\": {\"name\": \"%s\"}}",
+        first ? "" : ",\n", pid, id, row.c_str());
+    std::fprintf(
+        f,
+        ",\n{\"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"name\": \"thread_sort_index\", \"args\": {\"sort_index\": %d}}",
+        pid, id, id);
     first = false;
   }
   for (const Span& s : spans) {
-    std::fprintf(f,
-                 "%s{\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"name\": \"%s\", \"ts\": %lld, "
-                 "\"dur\": %lld, \"args\": {\"device\": \"%s\", \"bytes\": %lld}}",
-                 first ? "" : ",\n", pid, rows[std::make_pair(s.device, s.lane)], s.name.c_str(),
-                 static_cast<long long>(s.start_us),
-                 static_cast<long long>(std::max<int64_t>(s.end_us - s.start_us, 1)),
-                 s.device.str().c_str(), static_cast<long long>(s.bytes));
+    std::fprintf(
+        f,
+        "%s{\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"name\": \"%s\", \"ts\": %lld, \"dur\": %lld, \"args\": {\"device\": \"%s\", \"bytes\": %lld}}",
+        first ? "" : ",\n", pid, rows[std::make_pair(s.device, s.lane)], s.name.c_str(),
+        static_cast<long long>(s.start_us),
+        static_cast<long long>(std::max<int64_t>(s.end_us - s.start_us, 1)), s.device.str().c_str(),
+        static_cast<long long>(s.bytes));
     first = false;
   }
   std::fprintf(f, "\n]}\n");

@@ -76,8 +76,7 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
   OCTO_CHECK_VALUE(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
                    options_.batch_size);
   OCTO_CHECK_VALUE(!(sampler_ && options_.shuffle),
-                   "DataLoader: sampler option is mutually "
-                   "exclusive with shuffle");
+                   "DataLoader: sampler option is mutually exclusive with shuffle");
   seed_ = options_.seed ? *options_.seed : default_generator().next_u64();
   pin_ = options_.pin_memory && cuda::is_available();
   if (!sampler_) {

@@ -123,8 +123,7 @@ Tensor read_idx(const std::string& path) {
   int ndim = bytes[3];
   OCTO_CHECK_IO(ndim >= 1 && ndim <= 4, "'", path, "': bad magic number ",
                 big_endian_u32(bytes.data()), " (", ndim,
-                " dimensions; expected 2049 for labels "
-                "or 2051 for images)");
+                " dimensions; expected 2049 for labels or 2051 for images)");
   size_t header = 4 + 4 * static_cast<size_t>(ndim);
   OCTO_CHECK_IO(bytes.size() >= header, "'", path, "': truncated header (", bytes.size(),
                 " bytes, ", header, " needed for ", ndim, " dimensions)");
@@ -178,13 +177,11 @@ std::tuple<Tensor, Tensor, std::string> load_mnist(const std::string& root, bool
   Tensor images = read_idx(images_path);
   Tensor labels = read_idx(labels_path);
   OCTO_CHECK_IO(images.dim() == 3, "'", images_path,
-                "': expected image data with 3 dimensions "
-                "[N, rows, cols] (magic 2051), got ",
+                "': expected image data with 3 dimensions [N, rows, cols] (magic 2051), got ",
                 images.dim(), " dimensions");
   OCTO_CHECK_IO(labels.dim() == 1, "'", labels_path,
-                "': expected labels with 1 dimension [N] "
-                "(magic 2049), got ",
-                labels.dim(), " dimensions");
+                "': expected labels with 1 dimension [N] (magic 2049), got ", labels.dim(),
+                " dimensions");
   OCTO_CHECK_IO(images.size(0) == labels.size(0), "'", images_path, "' has ", images.size(0),
                 " images but '", labels_path, "' has ", labels.size(0), " labels");
   NoGradGuard no_grad;
@@ -212,10 +209,10 @@ CIFAR10::CIFAR10(const std::string& root, bool train)
   std::vector<uint8_t> pixels;
   for (const std::string& f : files) {
     std::vector<uint8_t> bytes = read_file(f);
-    OCTO_CHECK_IO(!bytes.empty() && bytes.size() % kRecordBytes == 0, "'", f, "': size ",
-                  bytes.size(), " is not a whole number of ", kRecordBytes,
-                  "-byte CIFAR-10 "
-                  "records (1 label byte + 3072 pixel bytes); truncated or not CIFAR-10 binary");
+    OCTO_CHECK_IO(
+        !bytes.empty() && bytes.size() % kRecordBytes == 0, "'", f, "': size ", bytes.size(),
+        " is not a whole number of ", kRecordBytes,
+        "-byte CIFAR-10 records (1 label byte + 3072 pixel bytes); truncated or not CIFAR-10 binary");
     size_t n = bytes.size() / kRecordBytes;
     for (size_t r = 0; r < n; ++r) {
       const uint8_t* rec = bytes.data() + r * kRecordBytes;

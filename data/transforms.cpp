@@ -17,8 +17,7 @@ Tensor to_float(const Tensor& images) {
 Tensor normalize(const Tensor& images, const std::vector<double>& mean,
                  const std::vector<double>& std) {
   OCTO_CHECK_VALUE(images.dim() == 3 || images.dim() == 4,
-                   "normalize: expected [C, H, W] or "
-                   "[N, C, H, W] images, got shape ",
+                   "normalize: expected [C, H, W] or [N, C, H, W] images, got shape ",
                    images.sizes());
   int64_t c_dim = images.dim() - 3;
   int64_t c = images.size(c_dim);
@@ -40,15 +39,12 @@ Tensor random_crop(const Tensor& images, int64_t size, int64_t padding, Generato
   OCTO_CHECK_VALUE(images.dim() == 4, "random_crop: expected [N, C, H, W] images, got shape ",
                    images.sizes());
   OCTO_CHECK_VALUE(size > 0 && padding >= 0,
-                   "random_crop: size must be positive and padding "
-                   "non-negative, got ",
-                   size, " and ", padding);
+                   "random_crop: size must be positive and padding non-negative, got ", size,
+                   " and ", padding);
   int64_t n = images.size(0), c = images.size(1), h = images.size(2), w = images.size(3);
   int64_t ph = h + 2 * padding, pw = w + 2 * padding;
   OCTO_CHECK_VALUE(size <= ph && size <= pw, "random_crop: crop ", size,
-                   " is larger than the "
-                   "padded image ",
-                   ph, "x", pw);
+                   " is larger than the padded image ", ph, "x", pw);
   NoGradGuard no_grad;
   Tensor padded = zeros({n, c, ph, pw}, {.dtype = images.dtype(), .device = images.device()});
   padded.narrow(2, padding, h).narrow(3, padding, w).copy_(images);
@@ -63,8 +59,7 @@ Tensor random_crop(const Tensor& images, int64_t size, int64_t padding, Generato
 
 Tensor random_horizontal_flip(const Tensor& images, double p, Generator& gen) {
   OCTO_CHECK_VALUE(images.dim() == 4,
-                   "random_horizontal_flip: expected [N, C, H, W] images, got "
-                   "shape ",
+                   "random_horizontal_flip: expected [N, C, H, W] images, got shape ",
                    images.sizes());
   OCTO_CHECK_VALUE(p >= 0 && p <= 1, "random_horizontal_flip: p must be in [0, 1], got ", p);
   NoGradGuard no_grad;

@@ -7,9 +7,9 @@ namespace octo {
 
 namespace {
 [[noreturn]] void no_cuda() {
-  OCTO_THROW(DeviceError,
-             "octo was built without CUDA support; rebuild with -Dcuda=enabled on a "
-             "machine with the CUDA toolkit to use cuda devices");
+  OCTO_THROW(
+      DeviceError,
+      "octo was built without CUDA support; rebuild with -Dcuda=enabled on a machine with the CUDA toolkit to use cuda devices");
 }
 
 class NoCudaHooks final : public CudaHooks {

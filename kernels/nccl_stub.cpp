@@ -7,9 +7,9 @@ namespace octo::cuda::nccl {
 
 namespace {
 [[noreturn]] void no_cuda(const char* op) {
-  OCTO_THROW(DeviceError, "nccl::", op,
-             ": octo was built without CUDA support; rebuild with -Dcuda=enabled on a machine "
-             "with the CUDA toolkit and NCCL to use cuda devices");
+  OCTO_THROW(
+      DeviceError, "nccl::", op,
+      ": octo was built without CUDA support; rebuild with -Dcuda=enabled on a machine with the CUDA toolkit and NCCL to use cuda devices");
 }
 }  // namespace
 

@@ -25,10 +25,10 @@ Embedding::Embedding(int64_t n, int64_t d, EmbeddingOptions options)
 
 std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze,
                                                       EmbeddingOptions options) {
-  OCTO_CHECK_VALUE(embeddings.defined() && embeddings.dim() == 2,
-                   "Embedding::from_pretrained: expected a 2-d tensor [num_embeddings, "
-                   "embedding_dim], got ",
-                   embeddings.defined() ? embeddings.sizes() : Shape{});
+  OCTO_CHECK_VALUE(
+      embeddings.defined() && embeddings.dim() == 2,
+      "Embedding::from_pretrained: expected a 2-d tensor [num_embeddings, embedding_dim], got ",
+      embeddings.defined() ? embeddings.sizes() : Shape{});
   auto emb = std::make_shared<Embedding>(embeddings.size(0), embeddings.size(1), options);
   NoGradGuard no_grad;
   octo::detail::set_data(emb->weight, embeddings.detach().clone());

@@ -171,10 +171,10 @@ NllParts nll_core(const char* op, const Tensor& logp, const Tensor& target, cons
 /// Class-probability targets (target has input's shape): -sum_c w_c t_c log_softmax(x)_c.
 Tensor cross_entropy_prob(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
   const char* op = "cross_entropy";
-  OCTO_CHECK_VALUE(target.is_floating_point(), op,
-                   ": expected a floating point target of class probabilities (the target has the "
-                   "input's shape ",
-                   input.sizes(), "), got ", target.dtype());
+  OCTO_CHECK_VALUE(
+      target.is_floating_point(), op,
+      ": expected a floating point target of class probabilities (the target has the input's shape ",
+      input.sizes(), "), got ", target.dtype());
   OCTO_CHECK_VALUE(o.ignore_index < 0, op,
                    ": ignore_index is not supported for class-probability targets, got ",
                    o.ignore_index);

@@ -29,10 +29,10 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
-  OCTO_CHECK_VALUE(t.dim() >= 2,
-                   "Fan in and fan out can not be computed for tensor with fewer "
-                   "than 2 dimensions, got shape ",
-                   t.sizes());
+  OCTO_CHECK_VALUE(
+      t.dim() >= 2,
+      "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions, got shape ",
+      t.sizes());
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
   return {t.size(1) * receptive, t.size(0) * receptive};

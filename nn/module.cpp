@@ -26,8 +26,7 @@ Tensor Module::forward(const Tensor&) {
 
 Value Module::forward_values(const std::vector<Value>& inputs) {
   OCTO_CHECK_VALUE(inputs.size() == 1 && inputs[0].is_tensor(), type_name_,
-                   ": forward takes one "
-                   "tensor; override forward_values() to accept ",
+                   ": forward takes one tensor; override forward_values() to accept ",
                    inputs.size(), " inputs");
   return forward(inputs[0].tensor());
 }
@@ -38,8 +37,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool 
                    name, "\" already registered in ", type_name_);
   if (tensor.defined()) {
     OCTO_CHECK_VALUE(tensor.is_leaf(), "register_parameter(\"", name,
-                     "\"): a parameter must be a "
-                     "leaf tensor; use detach() on computed values");
+                     "\"): a parameter must be a leaf tensor; use detach() on computed values");
     tensor.requires_grad_(requires_grad);
   }
   parameters_.emplace_back(name, std::move(tensor));
@@ -214,11 +212,11 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
                            shape_str(it->second.sizes()));
     } else if (value.defined() && it->second.defined() && value.dtype() != it->second.dtype()) {
       // Never converted silently: an int32 weight would load as float32 without a word.
-      mismatched.push_back("dtype mismatch for " + name + ": the state_dict holds " +
-                           std::string(dtype_name(value.dtype())) + ", the current model " +
-                           std::string(dtype_name(it->second.dtype())) +
-                           " (if a conversion is meant, convert the tensor with .to(dtype) "
-                           "before loading)");
+      mismatched.push_back(
+          "dtype mismatch for " + name + ": the state_dict holds " +
+          std::string(dtype_name(value.dtype())) + ", the current model " +
+          std::string(dtype_name(it->second.dtype())) +
+          " (if a conversion is meant, convert the tensor with .to(dtype) before loading)");
     }
   }
   std::vector<std::string> missing;
@@ -248,12 +246,11 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
 }
 
 std::shared_ptr<Module> Module::clone(std::optional<Device>) const {
-  OCTO_THROW(NotImplementedError, type_name_,
-             " cannot be cloned (DataParallel replicates models "
-             "by cloning them): derive it from octo::nn::Cloneable<",
-             type_name_,
-             "> and create "
-             "its layers in reset(), which the constructor calls. See docs/tutorial.md.");
+  OCTO_THROW(
+      NotImplementedError, type_name_,
+      " cannot be cloned (DataParallel replicates models by cloning them): derive it from octo::nn::Cloneable<",
+      type_name_,
+      "> and create its layers in reset(), which the constructor calls. See docs/tutorial.md.");
 }
 
 void Module::reset() { OCTO_THROW(NotImplementedError, type_name_, " does not implement reset()"); }

@@ -16,8 +16,7 @@ void check_pool_sizes(const char* op, const Size2& kernel, const Size2& stride,
   OCTO_CHECK_VALUE(padding[0] >= 0 && padding[1] >= 0 && padding[0] <= kernel[0] / 2 &&
                        padding[1] <= kernel[1] / 2,
                    op,
-                   ": padding should be non-negative and at most half of kernel size, got "
-                   "padding=",
+                   ": padding should be non-negative and at most half of kernel size, got padding=",
                    padding.tuple_str(), " and kernel_size=", kernel.tuple_str());
 }
 }  // namespace

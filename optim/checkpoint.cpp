@@ -79,9 +79,8 @@ void load_checkpoint(TrainingState& state, const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   auto epoch = file.metadata.find(kEpochKey);
   OCTO_CHECK_IO(epoch != file.metadata.end(), "'", path,
-                "' is not an octo training checkpoint "
-                "(no ",
-                kEpochKey, " in its metadata); use octo::load() for plain weights");
+                "' is not an octo training checkpoint (no ", kEpochKey,
+                " in its metadata); use octo::load() for plain weights");
   // The epoch first, fully parsed and in range, before anything is restored.
   int64_t parsed = -1;
   const std::string& text = epoch->second;

@@ -45,10 +45,10 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   Tensor total = vector_norm(stack(norms), norm_type);
   if (error_if_nonfinite) {
     const double v = total.to(kCPU).to(kFloat64).item<double>();
-    OCTO_CHECK_VALUE(std::isfinite(v), "clip_grad_norm_: the total norm of order ", norm_type,
-                     " for gradients from `parameters` is non-finite (", v,
-                     "), so it cannot be clipped. To disable this error and scale the gradients "
-                     "by the non-finite norm anyway, set error_if_nonfinite=false");
+    OCTO_CHECK_VALUE(
+        std::isfinite(v), "clip_grad_norm_: the total norm of order ", norm_type,
+        " for gradients from `parameters` is non-finite (", v,
+        "), so it cannot be clipped. To disable this error and scale the gradients by the non-finite norm anyway, set error_if_nonfinite=false");
   }
   Tensor clip_coef = clamp_max(max_norm / (total + 1e-6), 1.0);
   for (Tensor& g : grads) g.mul_(clip_coef.to(g.device(), g.dtype()));

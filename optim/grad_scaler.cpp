@@ -65,11 +65,11 @@ void GradScaler::unscale_grads(optim::Optimizer& opt, OptState& st) const {
 void GradScaler::unscale_(optim::Optimizer& opt) {
   if (!enabled_) return;
   OptState& st = per_optimizer_[&opt];
-  OCTO_CHECK_VALUE(st.stage == Stage::kReady,
-                   st.stage == Stage::kUnscaled
-                       ? "GradScaler.unscale_: unscale_() has already been called on this "
-                         "optimizer since the last update()"
-                       : "GradScaler.unscale_: unscale_() is being called after step()");
+  OCTO_CHECK_VALUE(
+      st.stage == Stage::kReady,
+      st.stage == Stage::kUnscaled
+          ? "GradScaler.unscale_: unscale_() has already been called on this optimizer since the last update()"
+          : "GradScaler.unscale_: unscale_() is being called after step()");
   unscale_grads(opt, st);
 }
 
@@ -79,9 +79,9 @@ bool GradScaler::step(optim::Optimizer& opt) {
     return true;
   }
   OptState& st = per_optimizer_[&opt];
-  OCTO_CHECK_VALUE(st.stage != Stage::kStepped,
-                   "GradScaler.step: step() has already been called on this optimizer since the "
-                   "last update()");
+  OCTO_CHECK_VALUE(
+      st.stage != Stage::kStepped,
+      "GradScaler.step: step() has already been called on this optimizer since the last update()");
   if (st.stage == Stage::kReady) unscale_grads(opt, st);
   st.stage = Stage::kStepped;
   if (st.found_inf) return false;
@@ -91,9 +91,9 @@ bool GradScaler::step(optim::Optimizer& opt) {
 
 void GradScaler::update() {
   if (!enabled_) return;
-  OCTO_CHECK_VALUE(!per_optimizer_.empty(),
-                   "GradScaler.update: no inf checks were recorded prior to update() (call "
-                   "step() or unscale_() first)");
+  OCTO_CHECK_VALUE(
+      !per_optimizer_.empty(),
+      "GradScaler.update: no inf checks were recorded prior to update() (call step() or unscale_() first)");
   bool found_inf = false;
   for (const auto& [opt, st] : per_optimizer_) found_inf = found_inf || st.found_inf;
   if (found_inf) {
@@ -127,9 +127,9 @@ optim::NamedTensors GradScaler::state_dict() const {
 
 void GradScaler::load_state_dict(const optim::NamedTensors& state_dict) {
   if (!enabled_) return;
-  OCTO_CHECK_VALUE(!state_dict.empty(),
-                   "GradScaler.load_state_dict: the state dict is empty, possibly because it was "
-                   "saved from a disabled GradScaler");
+  OCTO_CHECK_VALUE(
+      !state_dict.empty(),
+      "GradScaler.load_state_dict: the state dict is empty, possibly because it was saved from a disabled GradScaler");
   std::map<std::string, double> entries;
   for (const auto& [key, t] : state_dict) {
     OCTO_CHECK_VALUE(t.defined() && t.numel() == 1, "GradScaler.load_state_dict: expected '", key,

@@ -185,10 +185,10 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
       start_factor_(start_factor),
       end_factor_(end_factor),
       total_iters_(total_iters) {
-  OCTO_CHECK_VALUE(start_factor > 0.0 && start_factor <= 1.0,
-                   "LinearLR: starting multiplicative factor expected to be greater than 0 and "
-                   "less or equal to 1, got ",
-                   start_factor);
+  OCTO_CHECK_VALUE(
+      start_factor > 0.0 && start_factor <= 1.0,
+      "LinearLR: starting multiplicative factor expected to be greater than 0 and less or equal to 1, got ",
+      start_factor);
   OCTO_CHECK_VALUE(end_factor >= 0.0 && end_factor <= 1.0,
                    "LinearLR: ending multiplicative factor expected to be between 0 and 1, got ",
                    end_factor);
@@ -227,10 +227,10 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
                    "OneCycleLR: expected float between 0 and 1 pct_start, but got ",
                    options.pct_start);
   const int64_t n = optimizer.num_param_groups();
-  OCTO_CHECK_VALUE(static_cast<int64_t>(max_lrs.size()) == n,
-                   "OneCycleLR: max_lr must have the same length as the optimizer's parameter "
-                   "groups; max_lr has ",
-                   max_lrs.size(), " values, there are ", n, " groups");
+  OCTO_CHECK_VALUE(
+      static_cast<int64_t>(max_lrs.size()) == n,
+      "OneCycleLR: max_lr must have the same length as the optimizer's parameter groups; max_lr has ",
+      max_lrs.size(), " values, there are ", n, " groups");
   const double total = static_cast<double>(total_steps);
   const double pct_steps = options.pct_start * total;
   if (options.three_phase) {
@@ -247,10 +247,9 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
   }
   if (options.cycle_momentum) {
     use_beta1_ = optimizer.has_option("betas.0");
-    OCTO_CHECK_VALUE(use_beta1_ || optimizer.has_option("momentum"),
-                     "OneCycleLR: ", optimizer.name(),
-                     " must support momentum or beta1 with the cycle_momentum "
-                     "option enabled (pass .cycle_momentum = false)");
+    OCTO_CHECK_VALUE(
+        use_beta1_ || optimizer.has_option("momentum"), "OneCycleLR: ", optimizer.name(),
+        " must support momentum or beta1 with the cycle_momentum option enabled (pass .cycle_momentum = false)");
     for (int64_t g = 0; g < n; ++g)
       optimizer.set_option(g, use_beta1_ ? "betas.0" : "momentum", options.max_momentum);
   }

@@ -95,10 +95,10 @@ void Optimizer::register_group_params(const std::vector<Tensor>& params) {
                      " of a group has a grad_fn); pass leaves such as module parameters");
     OCTO_CHECK_VALUE(p.is_floating_point(), name_, ": parameters must be floating point, got ",
                      dtype_name(p.dtype()), " for parameter ", i, " of a group");
-    OCTO_CHECK_VALUE(seen.insert(p.impl_ptr().get()).second, name_,
-                     ": some parameters appear more than once (in two parameter groups, or twice "
-                     "in one); parameter ",
-                     i, " of the new group is already in the optimizer");
+    OCTO_CHECK_VALUE(
+        seen.insert(p.impl_ptr().get()).second, name_,
+        ": some parameters appear more than once (in two parameter groups, or twice in one); parameter ",
+        i, " of the new group is already in the optimizer");
   }
   state_.resize(state_.size() + params.size());
   initial_lr_.resize(static_cast<size_t>(num_param_groups()) + 1);

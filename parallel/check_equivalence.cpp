@@ -106,10 +106,7 @@ EquivalenceReport check_equivalence(const std::shared_ptr<nn::Module>& model, co
   }
   if (!saved_buffers.empty()) {
     report.caveat =
-        "the model has buffers (e.g. BatchNorm running statistics). Under DataParallel each "
-        "replica normalises with its own chunk's batch statistics, and only replica 0's buffer "
-        "updates are kept, so outputs and gradients may differ from one device by more than "
-        "rounding; this is expected (see docs/internals/data_parallel.md).";
+        "the model has buffers (e.g. BatchNorm running statistics). Under DataParallel each replica normalises with its own chunk's batch statistics, and only replica 0's buffer updates are kept, so outputs and gradients may differ from one device by more than rounding; this is expected (see docs/internals/data_parallel.md).";
   }
   {
     NoGradGuard no_grad;

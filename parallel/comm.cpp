@@ -152,9 +152,8 @@ Tensor reduce_add_by_copies(const std::vector<std::vector<Tensor>>& inputs, size
     if (!t.defined()) continue;
     if (acc.defined()) {
       OCTO_CHECK_VALUE(t.sizes() == acc.sizes(),
-                       "reduce_add: tensors must have the same "
-                       "shape, got ",
-                       acc.sizes(), " and ", t.sizes());
+                       "reduce_add: tensors must have the same shape, got ", acc.sizes(), " and ",
+                       t.sizes());
     }
     Tensor here = t.to(destination);
     if (t.device() != destination) span.add_bytes(t.nbytes());

@@ -37,8 +37,7 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   device_ids_ = device_ids.empty() ? default_devices() : std::move(device_ids);
   std::set<Device> unique(device_ids_.begin(), device_ids_.end());
   OCTO_CHECK_VALUE(unique.size() == device_ids_.size(),
-                   "DataParallel: device_ids must not repeat "
-                   "a device");
+                   "DataParallel: device_ids must not repeat a device");
   for (Device d : device_ids_) check_device_available(d);
   output_device_ = output_device.value_or(device_ids_[0]);
   register_module("module", module_);
@@ -48,10 +47,9 @@ void DataParallel::check_placement() const {
   Device expected = device_ids_[0];
   for (const auto& [name, t] : module_->state_dict()) {
     OCTO_CHECK_DEVICE(t.device() == expected,
-                      "module must have its parameters and buffers on "
-                      "device ",
-                      expected, " (device_ids[0]) but found one of them on device: ", t.device(),
-                      " (", name, "). Move the model first: model->to(octo::Device(\"", expected,
+                      "module must have its parameters and buffers on device ", expected,
+                      " (device_ids[0]) but found one of them on device: ", t.device(), " (", name,
+                      "). Move the model first: model->to(octo::Device(\"", expected,
                       "\")) before wrapping it in DataParallel.");
   }
 }

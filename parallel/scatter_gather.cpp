@@ -73,8 +73,7 @@ nn::Value gather(const std::vector<nn::Value>& outputs, Device destination, int6
     for (const nn::Value& v : outputs) {
       const Tensor& t = v.tensor();
       OCTO_CHECK_VALUE((t.dim() == 0) == scalars,
-                       "gather: replica outputs mix 0-dim and "
-                       "non-0-dim tensors");
+                       "gather: replica outputs mix 0-dim and non-0-dim tensors");
       pieces.push_back(scalars ? t.unsqueeze(0) : t);
     }
     return Gather::apply(pieces, destination, scalars ? 0 : dim);

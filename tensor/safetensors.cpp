@@ -364,10 +364,10 @@ void save_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors
     const auto& [name, t] = tensors[i];
     OCTO_CHECK_VALUE(!name.empty(), "save_safetensors: tensor names must not be empty (entry ", i,
                      ")");
-    OCTO_CHECK_VALUE(name != "__metadata__",
-                     "save_safetensors: the name '__metadata__' is "
-                     "reserved for the metadata map (entry ",
-                     i, ")");
+    OCTO_CHECK_VALUE(
+        name != "__metadata__",
+        "save_safetensors: the name '__metadata__' is reserved for the metadata map (entry ", i,
+        ")");
     OCTO_CHECK_VALUE(names.insert(name).second, "save_safetensors: duplicate tensor name '", name,
                      "'");
     OCTO_CHECK_VALUE(t.defined(), "save_safetensors: tensor '", name, "' is undefined");

@@ -10,9 +10,9 @@
 namespace octo {
 
 TensorImpl& Tensor::impl() const {
-  OCTO_CHECK(impl_ != nullptr,
-             "this tensor is undefined (default-constructed); create it with a "
-             "factory such as octo::zeros first");
+  OCTO_CHECK(
+      impl_ != nullptr,
+      "this tensor is undefined (default-constructed); create it with a factory such as octo::zeros first");
   return *impl_;
 }
 
@@ -79,8 +79,7 @@ kernels::TensorArg Tensor::arg() const {
 template <typename T>
 T Tensor::item() const {
   OCTO_CHECK_VALUE(numel() == 1, "a Tensor with ", numel(),
-                   " elements cannot be converted to a "
-                   "scalar; item() needs exactly one element");
+                   " elements cannot be converted to a scalar; item() needs exactly one element");
   return to_vector<T>()[0];
 }
 
@@ -183,9 +182,8 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 namespace {
 [[noreturn]] void throw_mismatch(Device a, Device b) {
   OCTO_THROW(DeviceError,
-             "Expected all tensors to be on the same device, but found at least two "
-             "devices, ",
-             a, " and ", b, "!");
+             "Expected all tensors to be on the same device, but found at least two devices, ", a,
+             " and ", b, "!");
 }
 }  // namespace
 

@@ -71,16 +71,16 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               std::array<int64_t, 2> dilation, int64_t groups) {
   OCTO_CHECK_VALUE(input.defined() && weight.defined(), "conv2d: input and weight must be defined");
   detail::check_same_device({&input, &weight, &bias});
-  OCTO_CHECK_VALUE(input.dim() == 3 || input.dim() == 4,
-                   "conv2d: expected a 3-d (unbatched) or 4-d (batched) input [N, C, H, W], got "
-                   "input of shape ",
-                   input.sizes());
+  OCTO_CHECK_VALUE(
+      input.dim() == 3 || input.dim() == 4,
+      "conv2d: expected a 3-d (unbatched) or 4-d (batched) input [N, C, H, W], got input of shape ",
+      input.sizes());
   if (input.dim() == 3)  // unbatched, as torch: run as a batch of one
     return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0);
-  OCTO_CHECK_VALUE(weight.dim() == 4,
-                   "conv2d: expected a 4-d weight [C_out, C_in / groups, kH, kW], got weight of "
-                   "shape ",
-                   weight.sizes());
+  OCTO_CHECK_VALUE(
+      weight.dim() == 4,
+      "conv2d: expected a 4-d weight [C_out, C_in / groups, kH, kW], got weight of shape ",
+      weight.sizes());
   OCTO_CHECK_VALUE(groups > 0, "conv2d: groups must be positive, got ", groups);
   OCTO_CHECK_VALUE(stride[0] > 0 && stride[1] > 0, "conv2d: stride must be positive, got ",
                    pair_str(stride));

@@ -61,14 +61,12 @@ Tensor Tensor::to(DType dtype) const { return to(device(), dtype); }
 Tensor Tensor::pin_memory() const {
   OCTO_CHECK_VALUE(device().is_cpu(),
                    "pin_memory: only CPU tensors can be pinned, got a tensor on ", device());
-  OCTO_CHECK_DEVICE(cuda_hooks().is_built(),
-                    "pin_memory: octo was built without CUDA support, and pinned (page-locked) "
-                    "host memory needs the CUDA driver; rebuild with -Dcuda=enabled, or do not "
-                    "pin (DataLoader's pin_memory option is ignored without a GPU)");
-  OCTO_CHECK_DEVICE(cuda::device_count() > 0,
-                    "pin_memory: no CUDA GPU is visible, and pinned (page-locked) host memory "
-                    "needs the CUDA driver and a GPU; do not pin (DataLoader's pin_memory option "
-                    "is ignored without a GPU)");
+  OCTO_CHECK_DEVICE(
+      cuda_hooks().is_built(),
+      "pin_memory: octo was built without CUDA support, and pinned (page-locked) host memory needs the CUDA driver; rebuild with -Dcuda=enabled, or do not pin (DataLoader's pin_memory option is ignored without a GPU)");
+  OCTO_CHECK_DEVICE(
+      cuda::device_count() > 0,
+      "pin_memory: no CUDA GPU is visible, and pinned (page-locked) host memory needs the CUDA driver and a GPU; do not pin (DataLoader's pin_memory option is ignored without a GPU)");
   if (is_pinned()) return *this;
   Tensor out = empty_pinned(sizes(), dtype(), device());
   detail::copy_raw(out, *this);

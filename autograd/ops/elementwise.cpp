@@ -337,8 +337,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 Tensor neg(const Tensor& x) {
   check_inputs("neg", {&x});
   OCTO_CHECK_VALUE(x.dtype() != kBool,
-                   "neg: negation of a bool tensor is not supported; use "
-                   "logical_not");
+                   "neg: negation of a bool tensor is not supported; use logical_not");
   return record_unary("NegBackward", raw_unary(UnaryOp::Neg, x), x, {},
                       [](const Tensor& g, const TensorList&) { return -g; });
 }
@@ -608,10 +607,10 @@ Tensor inplace_operand(const char* op, const Tensor& self, const Tensor& other) 
 const Tensor& Tensor::add_(const Tensor& other, Scalar alpha) const {
   autograd::check_inplace(*this);
   Tensor o = inplace_operand("add_", *this, other);
-  OCTO_CHECK_VALUE(is_floating(dtype()) || alpha.is_integral(),
-                   "add_: for integral input "
-                   "tensors, argument alpha must not be a floating point number, got ",
-                   alpha);
+  OCTO_CHECK_VALUE(
+      is_floating(dtype()) || alpha.is_integral(),
+      "add_: for integral input tensors, argument alpha must not be a floating point number, got ",
+      alpha);
   if (!is_one(alpha)) o = raw_unary(UnaryOp::MulScalar, o, alpha);
   if (numel() > 0) kernels::backend(device()).binary(BinaryOp::Add, arg(), arg(), o.arg(), {});
   Input io(other);

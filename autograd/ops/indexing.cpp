@@ -71,10 +71,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                      first.sizes(), " (tensor ", ref, ") and ", t.sizes(), " (tensor ", i, ")");
     for (int64_t k = 0; k < t.dim(); ++k) {
       OCTO_CHECK_VALUE(k == d || t.size(k) == first.size(k),
-                       "cat: tensors must have the same "
-                       "shape except in dim ",
-                       d, ", got ", first.sizes(), " (tensor ", ref, ") and ", t.sizes(),
-                       " (tensor ", i, ")");
+                       "cat: tensors must have the same shape except in dim ", d, ", got ",
+                       first.sizes(), " (tensor ", ref, ") and ", t.sizes(), " (tensor ", i, ")");
     }
     shape[d] += t.size(d);
   }
@@ -114,9 +112,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     OCTO_CHECK_VALUE(tensors[i].defined(), "stack: tensor ", i, " in the list is undefined");
     OCTO_CHECK_VALUE(tensors[i].sizes() == tensors[0].sizes(),
-                     "stack: expected each tensor to "
-                     "be equal size, but got ",
-                     tensors[0].sizes(), " at entry 0 and ", tensors[i].sizes(), " at entry ", i);
+                     "stack: expected each tensor to be equal size, but got ", tensors[0].sizes(),
+                     " at entry 0 and ", tensors[i].sizes(), " at entry ", i);
   }
   const int64_t d = detail::wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
@@ -132,9 +129,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int64_t d = detail::wrap_dim(dim, x.dim(), "split");
   const int64_t n = x.size(d);
   OCTO_CHECK_VALUE(split_size > 0 || (split_size == 0 && n == 0),
-                   "split: split_size must be "
-                   "positive, got ",
-                   split_size, " for dim ", d, " of size ", n);
+                   "split: split_size must be positive, got ", split_size, " for dim ", d,
+                   " of size ", n);
   const int64_t pieces =
       split_size == 0 ? 1 : std::max<int64_t>(1, (n + split_size - 1) / split_size);
   std::vector<Tensor> out;
@@ -148,8 +144,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
   OCTO_CHECK_VALUE(x.dim() > 0,
-                   "split_with_sizes: expected a tensor with at least 1 dim, got a "
-                   "0-d tensor");
+                   "split_with_sizes: expected a tensor with at least 1 dim, got a 0-d tensor");
   const int64_t d = detail::wrap_dim(dim, x.dim(), "split_with_sizes");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -189,8 +184,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   OCTO_CHECK_VALUE(index.dim() <= 1, "index_select: expected a 1-d index, got shape ",
                    index.sizes());
   OCTO_CHECK_VALUE(x.dim() > 0,
-                   "index_select: expected a tensor with at least 1 dim, got a 0-d "
-                   "tensor");
+                   "index_select: expected a tensor with at least 1 dim, got a 0-d tensor");
   const int64_t d = detail::wrap_dim(dim, x.dim(), "index_select");
   // out: x's shape with size index.numel() along d.
   Shape shape = x.sizes();
@@ -209,8 +203,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   detail::check_same_device({&x, &index});
   OCTO_CHECK_VALUE(x.dim() > 0, "gather: expected a tensor with at least 1 dim, got a 0-d tensor");
   OCTO_CHECK_VALUE(index.dim() == x.dim(),
-                   "gather: index must have as many dims as the input, "
-                   "got index shape ",
+                   "gather: index must have as many dims as the input, got index shape ",
                    index.sizes(), " and input shape ", x.sizes());
   const int64_t d = detail::wrap_dim(dim, x.dim(), "gather");
   for (int64_t k = 0; k < x.dim(); ++k) {
@@ -231,19 +224,18 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_index_dtype(index, "scatter_add");
   detail::check_same_device({&x, &index, &src});
   OCTO_CHECK_VALUE(x.dim() > 0,
-                   "scatter_add: expected a tensor with at least 1 dim, got a 0-d "
-                   "tensor");
-  OCTO_CHECK_VALUE(index.dim() == x.dim() && src.dim() == x.dim(),
-                   "scatter_add: index and src "
-                   "must have as many dims as the input, got input shape ",
-                   x.sizes(), ", index shape ", index.sizes(), " and src shape ", src.sizes());
+                   "scatter_add: expected a tensor with at least 1 dim, got a 0-d tensor");
+  OCTO_CHECK_VALUE(
+      index.dim() == x.dim() && src.dim() == x.dim(),
+      "scatter_add: index and src must have as many dims as the input, got input shape ", x.sizes(),
+      ", index shape ", index.sizes(), " and src shape ", src.sizes());
   const int64_t d = detail::wrap_dim(dim, x.dim(), "scatter_add");
   for (int64_t k = 0; k < x.dim(); ++k) {
-    OCTO_CHECK_VALUE(index.size(k) <= src.size(k) && (k == d || index.size(k) <= x.size(k)),
-                     "scatter_add: expected index.size(k) <= src.size(k) for every dim and "
-                     "index.size(k) <= input.size(k) for dims other than ",
-                     d, ", got input shape ", x.sizes(), ", index shape ", index.sizes(),
-                     " and src shape ", src.sizes());
+    OCTO_CHECK_VALUE(
+        index.size(k) <= src.size(k) && (k == d || index.size(k) <= x.size(k)),
+        "scatter_add: expected index.size(k) <= src.size(k) for every dim and index.size(k) <= input.size(k) for dims other than ",
+        d, ", got input shape ", x.sizes(), ", index shape ", index.sizes(), " and src shape ",
+        src.sizes());
   }
   const DType dtype = promote_types(x.dtype(), src.dtype());
   Tensor out = detail::make_empty(x.sizes(), dtype, x.device());
@@ -275,8 +267,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   OCTO_CHECK_VALUE(weight.dim() == 2,
-                   "embedding: expected a 2-d weight [num_embeddings, "
-                   "embedding_dim], got shape ",
+                   "embedding: expected a 2-d weight [num_embeddings, embedding_dim], got shape ",
                    weight.sizes());
   check_index_dtype(indices, "embedding");
   detail::check_same_device({&weight, &indices});
@@ -298,8 +289,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     OCTO_CHECK_VALUE(num_classes == -1, "one_hot: num_classes must be -1 or non-negative, got ",
                      num_classes);
     OCTO_CHECK_VALUE(indices.numel() > 0,
-                     "one_hot: cannot infer num_classes from an empty "
-                     "tensor; pass num_classes");
+                     "one_hot: cannot infer num_classes from an empty tensor; pass num_classes");
     std::vector<int64_t> v = indices.cpu().contiguous().to_vector<int64_t>();
     num_classes = *std::max_element(v.begin(), v.end()) + 1;
   }
@@ -322,8 +312,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
   OCTO_CHECK_VALUE(mask.defined() && mask.dtype() == kBool,
-                   "masked_fill: expected a bool mask, "
-                   "got ",
+                   "masked_fill: expected a bool mask, got ",
                    mask.defined() ? dtype_name(mask.dtype()) : "an undefined tensor");
   detail::check_same_device({&x, &mask});
   bool ok = mask.dim() <= x.dim();

@@ -67,8 +67,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   double eps) {
   OCTO_CHECK_VALUE(input.defined(), "batch_norm: input is undefined");
   OCTO_CHECK_VALUE(input.dim() >= 2,
-                   "batch_norm: expected input of shape [N, C, *] with at least "
-                   "2 dims, got ",
+                   "batch_norm: expected input of shape [N, C, *] with at least 2 dims, got ",
                    input.sizes());
   OCTO_CHECK_VALUE(input.dtype() == kFloat32 || input.dtype() == kFloat64,
                    "batch_norm: expected a float32 or float64 input, got ", input.dtype());
@@ -78,18 +77,17 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   check_channel_param(bias, "bias", channels, input.dtype());
   check_channel_param(running_mean, "running_mean", channels, input.dtype());
   check_channel_param(running_var, "running_var", channels, input.dtype());
-  OCTO_CHECK_VALUE(running_mean.defined() == running_var.defined(),
-                   "batch_norm: running_mean "
-                   "and running_var must both be given or both be undefined");
-  OCTO_CHECK_VALUE(training || running_mean.defined(),
-                   "batch_norm: running_mean and running_var "
-                   "must be defined in evaluation mode (training = false)");
+  OCTO_CHECK_VALUE(
+      running_mean.defined() == running_var.defined(),
+      "batch_norm: running_mean and running_var must both be given or both be undefined");
+  OCTO_CHECK_VALUE(
+      training || running_mean.defined(),
+      "batch_norm: running_mean and running_var must be defined in evaluation mode (training = false)");
   if (training) {
     // Same check (and message) as torch.nn.functional.batch_norm.
     const int64_t per_channel = input.numel() / std::max<int64_t>(channels, 1);
     OCTO_CHECK_VALUE(channels == 0 || per_channel != 1,
-                     "Expected more than 1 value per channel "
-                     "when training, got input size ",
+                     "Expected more than 1 value per channel when training, got input size ",
                      input.sizes());
   }
 
@@ -159,10 +157,10 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
                   const Tensor& bias, double eps) {
   OCTO_CHECK_VALUE(input.defined(), "layer_norm: input is undefined");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  OCTO_CHECK_VALUE(k >= 1,
-                   "layer_norm: expected normalized_shape to be at least 1-dimensional, "
-                   "i.e., containing at least one element, got ",
-                   normalized_shape);
+  OCTO_CHECK_VALUE(
+      k >= 1,
+      "layer_norm: expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, got ",
+      normalized_shape);
   const int64_t ndim = input.dim();
   bool match = ndim >= k;
   for (int64_t i = 0; match && i < k; ++i) match = input.size(ndim - k + i) == normalized_shape[i];

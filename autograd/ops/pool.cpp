@@ -37,10 +37,10 @@ Shape pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> kernel,
                  std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
                  std::array<int64_t, 2> dilation, bool ceil_mode, kernels::Pool2dParams& p) {
   OCTO_CHECK_VALUE(x.defined(), op, ": input must be defined");
-  OCTO_CHECK_VALUE(x.dim() == 4 && x.size(1) > 0 && x.size(2) > 0 && x.size(3) > 0, op,
-                   ": expected a 3-d or 4-d (batch mode) input with non-zero channels, height "
-                   "and width, but got input of shape ",
-                   x.sizes());
+  OCTO_CHECK_VALUE(
+      x.dim() == 4 && x.size(1) > 0 && x.size(2) > 0 && x.size(3) > 0, op,
+      ": expected a 3-d or 4-d (batch mode) input with non-zero channels, height and width, but got input of shape ",
+      x.sizes());
   OCTO_CHECK_VALUE(x.dtype() == kFloat32 || x.dtype() == kFloat64, op,
                    ": expected a float32 or float64 input, got ", x.dtype());
   if (stride[0] == 0 && stride[1] == 0) stride = kernel;
@@ -53,8 +53,7 @@ Shape pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> kernel,
   OCTO_CHECK_VALUE(padding[0] >= 0 && padding[1] >= 0 && padding[0] <= kernel[0] / 2 &&
                        padding[1] <= kernel[1] / 2,
                    op,
-                   ": pad should be non-negative and at most half of kernel size, but got "
-                   "padding ",
+                   ": pad should be non-negative and at most half of kernel size, but got padding ",
                    pair_str(padding), " and kernel_size ", pair_str(kernel));
   const int64_t H = x.size(2), W = x.size(3);
   const int64_t OH = pooled_size(H, kernel[0], padding[0], stride[0], dilation[0], ceil_mode);
@@ -170,10 +169,10 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   OCTO_CHECK_VALUE(input.defined(), "adaptive_avg_pool2d: input must be defined");
   if (input.dim() == 3)  // unbatched, as torch
     return adaptive_avg_pool2d(input.unsqueeze(0), output_size).squeeze(0);
-  OCTO_CHECK_VALUE(input.dim() == 4 && input.size(1) > 0 && input.size(2) > 0 && input.size(3) > 0,
-                   "adaptive_avg_pool2d: expected a 3-d or 4-d input with non-zero channels, "
-                   "height and width, but got input of shape ",
-                   input.sizes());
+  OCTO_CHECK_VALUE(
+      input.dim() == 4 && input.size(1) > 0 && input.size(2) > 0 && input.size(3) > 0,
+      "adaptive_avg_pool2d: expected a 3-d or 4-d input with non-zero channels, height and width, but got input of shape ",
+      input.sizes());
   OCTO_CHECK_VALUE(output_size[0] > 0 && output_size[1] > 0,
                    "adaptive_avg_pool2d: output_size must be positive, got ",
                    pair_str(output_size));

@@ -88,10 +88,10 @@ Tensor keepdim_grad(const Tensor& g, const Shape& kshape) {
 }
 
 void check_floating(const Tensor& x, const char* op) {
-  OCTO_CHECK_VALUE(x.is_floating_point(), op,
-                   "(): could not infer output dtype. Input dtype "
-                   "must be a floating point dtype, got ",
-                   x.dtype());
+  OCTO_CHECK_VALUE(
+      x.is_floating_point(), op,
+      "(): could not infer output dtype. Input dtype must be a floating point dtype, got ",
+      x.dtype());
 }
 
 /// Sum over the masked dims, viewed as `shape`; the backward broadcasts the gradient back.
@@ -108,9 +108,9 @@ Tensor sum_masked(const Tensor& x, const std::vector<bool>& mask, const Shape& s
 /// max / min of all elements; the gradient is shared evenly between tied extremes.
 Tensor extreme_all(const Tensor& x, bool is_max) {
   const char* name = is_max ? "max" : "min";
-  OCTO_CHECK_INDEX(x.numel() > 0, name,
-                   "(): Expected reduction dim to be specified for "
-                   "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  OCTO_CHECK_INDEX(
+      x.numel() > 0, name,
+      "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
   std::vector<bool> mask(static_cast<size_t>(x.dim()), true);
   Tensor out = as_shape(reduce_raw(is_max ? ReduceOp::Max : ReduceOp::Min, x, mask, x.dtype()), {});
   return autograd::record(is_max ? "MaxBackward" : "MinBackward", out, {x}, {x, out},
@@ -225,9 +225,7 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   OCTO_CHECK_VALUE(x.is_floating_point(),
-                   "var(): std and var only support floating point "
-                   "dtypes, got ",
-                   x.dtype());
+                   "var(): std and var only support floating point dtypes, got ", x.dtype());
   std::vector<bool> mask = reduce_mask(x, dims, "var");
   Tensor keep = reduce_raw(ReduceOp::Var, x, mask, x.dtype(), correction);
   Shape kshape = keep.sizes(), wrapped;

@@ -107,12 +107,10 @@ Tensor record_view(const char* name, const Tensor& base, Tensor view,
 Tensor Tensor::view(const Shape& shape) const {
   Shape target = infer_shape(shape, numel(), "view");
   auto st = view_strides(sizes(), strides(), target);
-  OCTO_CHECK_VALUE(st.has_value(),
-                   "view size is not compatible with input tensor's size and "
-                   "stride (at least one dimension spans across two contiguous subspaces): cannot "
-                   "view ",
-                   sizes(), " with strides ", strides(), " as ", target,
-                   ". Use reshape() instead.");
+  OCTO_CHECK_VALUE(
+      st.has_value(),
+      "view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces): cannot view ",
+      sizes(), " with strides ", strides(), " as ", target, ". Use reshape() instead.");
   Shape original = sizes();
   return record_view("ViewBackward", *this, detail::make_view(*this, target, *st, storage_offset()),
                      [original](const Tensor& g) { return g.reshape(original); });
@@ -146,9 +144,8 @@ Tensor Tensor::t() const {
 
 Tensor Tensor::permute(const Shape& dims) const {
   OCTO_CHECK_VALUE(static_cast<int64_t>(dims.size()) == dim(),
-                   "permute: number of dims don't "
-                   "match: the tensor has ",
-                   dim(), " dims but the permutation ", dims, " has ", dims.size());
+                   "permute: number of dims don't match: the tensor has ", dim(),
+                   " dims but the permutation ", dims, " has ", dims.size());
   Shape sz(dims.size()), st(dims.size()), inverse(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -215,19 +212,15 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 
 Tensor Tensor::expand(const Shape& shape) const {
   OCTO_CHECK_VALUE(static_cast<int64_t>(shape.size()) >= dim(),
-                   "expand: the number of sizes "
-                   "provided (",
-                   shape.size(),
-                   ") must be greater or equal to the number of "
-                   "dimensions in the tensor (",
-                   dim(), ")");
+                   "expand: the number of sizes provided (", shape.size(),
+                   ") must be greater or equal to the number of dimensions in the tensor (", dim(),
+                   ")");
   size_t lead = shape.size() - static_cast<size_t>(dim());
   Shape sz(shape.size()), st(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) {
       OCTO_CHECK_VALUE(shape[i] >= 0,
-                       "expand: -1 is not allowed in a leading, non-existing "
-                       "dimension; got ",
+                       "expand: -1 is not allowed in a leading, non-existing dimension; got ",
                        shape);
       sz[i] = shape[i];
       st[i] = 0;

@@ -54,12 +54,12 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--stop-after", o.stop_after,
                  "Stop after this epoch, as if interrupted (the schedule still spans --epochs)")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--detect-anomaly", o.detect_anomaly,
-               "Check every op's output and gradient for NaN/Inf and name the first op that "
-               "makes one (slow; for debugging)");
-  app.add_flag("--distributed", o.distributed,
-               "One process per device, started by mpirun or srun: DistributedDataParallel over "
-               "MPI (cpu) or NCCL (--device cuda); --batch-size is per process");
+  app.add_flag(
+      "--detect-anomaly", o.detect_anomaly,
+      "Check every op's output and gradient for NaN/Inf and name the first op that makes one (slow; for debugging)");
+  app.add_flag(
+      "--distributed", o.distributed,
+      "One process per device, started by mpirun or srun: DistributedDataParallel over MPI (cpu) or NCCL (--device cuda); --batch-size is per process");
 }
 
 static octo::Device parse_device(const std::string& spec, const std::string& flag) {
@@ -97,9 +97,9 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
   std::vector<octo::Device> out;
   if (o.distributed) {
     if (!o.devices.empty())
-      throw CLI::ValidationError("--devices",
-                                 "cannot be combined with --distributed (each process "
-                                 "uses one device; start one process per device)");
+      throw CLI::ValidationError(
+          "--devices",
+          "cannot be combined with --distributed (each process uses one device; start one process per device)");
     check_save_target(o.save);
     octo::Device wanted = parse_device(o.device, "--device");
     namespace dist = octo::distributed;

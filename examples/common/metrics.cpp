@@ -96,8 +96,7 @@ void write_svg_plot(const std::string& path, const std::vector<EpochMetrics>& hi
   if (!os) throw std::runtime_error("cannot write " + path);
   const double w = 420, h = 300;
   os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << 2 * w << "' height='" << h + 30
-     << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
-        "fill='white'/>\n<text x='"
+     << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='"
      << w << "' y='16' text-anchor='middle' font-size='14'>" << title << "</text>\n";
   panel(os, 0, 30, w, h, "loss", hist,
         {{"train", "#1f77b4", [](const EpochMetrics& m) { return m.train_loss; }},

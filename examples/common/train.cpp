@@ -80,9 +80,7 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
           "training stopped: the loss is " + std::to_string(loss_value) + " at epoch " +
           std::to_string(epoch + 1) + ", batch " + std::to_string(done + 1) + " of " +
           std::to_string(s.train_loader->size()) +
-          " (before its backward and step, so the weights are those of the "
-          "batch before); lower --lr, or check the data (--detect-anomaly names the op "
-          "that first produces a NaN or Inf)");
+          " (before its backward and step, so the weights are those of the batch before); lower --lr, or check the data (--detect-anomaly names the op that first produces a NaN or Inf)");
     }
     loss.backward();
     s.optimizer->step();
@@ -223,8 +221,7 @@ int train(const TrainOptions& opts, TrainSetup& s) {
     history.push_back(m);
     if (main_rank) {
       std::printf(
-          "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
-          "%.0f samples/s\n",
+          "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f samples/s\n",
           static_cast<long long>(m.epoch), m.train_loss, 100 * m.train_acc, m.test_loss,
           100 * m.test_acc, m.seconds, m.samples_per_s);
       std::fflush(stdout);

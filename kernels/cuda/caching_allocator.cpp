@@ -130,9 +130,8 @@ class DeviceCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = active_.find(const_cast<void*>(ptr));
     OCTO_CHECK_VALUE(it != active_.end(), "record_stream: the pointer ", ptr,
-                     " is not the start "
-                     "of a live allocation of cuda:",
-                     device_, "'s caching allocator");
+                     " is not the start of a live allocation of cuda:", device_,
+                     "'s caching allocator");
     if (it->second->stream != stream) it->second->stream_uses.insert(stream);
   }
 

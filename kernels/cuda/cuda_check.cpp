@@ -47,8 +47,7 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
                                         " (", cudaGetErrorName(status), ")");
   if (is_asynchronous_error(status)) {
     msg +=
-        "; kernel errors are reported asynchronously, so the failing call may be an earlier "
-        "one (run with CUDA_LAUNCH_BLOCKING=1 to find it); the CUDA context is now unusable";
+        "; kernel errors are reported asynchronously, so the failing call may be an earlier one (run with CUDA_LAUNCH_BLOCKING=1 to find it); the CUDA context is now unusable";
   }
   switch (status) {
     case cudaErrorMemoryAllocation:

@@ -240,9 +240,9 @@ HostCachingAllocator& instance() {
 }  // namespace
 
 Allocator* host_allocator() {
-  OCTO_CHECK_DEVICE(cuda_hooks().device_count() > 0,
-                    "pinned host memory needs a CUDA GPU (cudaHostAlloc), but no CUDA GPU is "
-                    "visible; keep the tensor in ordinary (pageable) memory");
+  OCTO_CHECK_DEVICE(
+      cuda_hooks().device_count() > 0,
+      "pinned host memory needs a CUDA GPU (cudaHostAlloc), but no CUDA GPU is visible; keep the tensor in ordinary (pageable) memory");
   return &instance();
 }
 

@@ -91,9 +91,9 @@ ncclDataType_t nccl_dtype(DType dtype, const char* op) {
     case kFloat16:
       return ncclFloat16;
   }
-  OCTO_THROW(ValueError, "nccl::", op, ": dtype ", dtype,
-             " is not supported (float32, float64, int64, int32, uint8, bool, bfloat16 and "
-             "float16 are)");
+  OCTO_THROW(
+      ValueError, "nccl::", op, ": dtype ", dtype,
+      " is not supported (float32, float64, int64, int32, uint8, bool, bfloat16 and float16 are)");
 }
 
 /// Ends the group on every path: a collective that throws inside the group must not leave NCCL
@@ -184,9 +184,7 @@ ncclRedOp_t nccl_op(RedOp op, DType dtype) {
 void check_process_buffer(const TensorArg& b, int device, const char* op) {
   OCTO_CHECK_DEVICE(b.device.is_cuda() && detail::resolve_device(b.device.index()) == device,
                     "nccl::", op, ": the buffer is on ", b.device,
-                    " but this rank's communicator "
-                    "is on cuda:",
-                    device);
+                    " but this rank's communicator is on cuda:", device);
   OCTO_CHECK_VALUE(b.is_contiguous(), "nccl::", op, ": the buffer is not contiguous");
 }
 

@@ -186,13 +186,11 @@ void Event::synchronize() const {
 
 float Event::elapsed_time(const Event& end) const {
   OCTO_CHECK_VALUE(timing_ && end.timing_,
-                   "Event::elapsed_time: both events must be created "
-                   "with enable_timing = true");
+                   "Event::elapsed_time: both events must be created with enable_timing = true");
   OCTO_CHECK_VALUE(event_ && end.event_, "Event::elapsed_time: both events must be recorded first");
   OCTO_CHECK_DEVICE(device_ == end.device_,
-                    "Event::elapsed_time: events recorded on different "
-                    "devices, cuda:",
-                    device_, " and cuda:", end.device_);
+                    "Event::elapsed_time: events recorded on different devices, cuda:", device_,
+                    " and cuda:", end.device_);
   end.synchronize();
   float ms = 0.0f;
   OCTO_CUDA_CHECK(cudaEventElapsedTime(&ms, event_, end.event_));

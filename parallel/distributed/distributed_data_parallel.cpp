@@ -26,9 +26,9 @@ void collect_tensors(const nn::Value& v, std::vector<Tensor>& out) {
 class Exclusive {
  public:
   explicit Exclusive(std::atomic<bool>& flag) : flag_(flag) {
-    OCTO_CHECK_T(DistributedError, !flag_.exchange(true),
-                 "DistributedDataParallel: forward called from two threads at once; one "
-                 "DistributedDataParallel serves one thread (use one process per device)");
+    OCTO_CHECK_T(
+        DistributedError, !flag_.exchange(true),
+        "DistributedDataParallel: forward called from two threads at once; one DistributedDataParallel serves one thread (use one process per device)");
   }
   ~Exclusive() { flag_ = false; }
 
@@ -43,8 +43,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     : Module("DistributedDataParallel"), module_(std::move(module)), options_(options) {
   OCTO_CHECK_VALUE(module_ != nullptr, "DistributedDataParallel: module is null");
   OCTO_CHECK_VALUE(options_.bucket_cap_mb > 0,
-                   "DistributedDataParallel: bucket_cap_mb must be "
-                   "positive, got ",
+                   "DistributedDataParallel: bucket_cap_mb must be positive, got ",
                    options_.bucket_cap_mb);
   group_ = options_.process_group ? options_.process_group : default_group();
   register_module("module", module_);
@@ -54,12 +53,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   const Device device = group_->device();
   for (const auto& [name, t] : module_->state_dict()) {
     bool ok = device.is_cpu() ? t.device().is_cpu() : t.device() == device;
-    OCTO_CHECK_DEVICE(ok, "DistributedDataParallel: rank ", group_->rank(), "'s ",
-                      group_->backend_name(), " process group works on ",
-                      device.is_cpu() ? std::string("cpu devices") : device.str(),
-                      " but the module has ", name, " on ", t.device(),
-                      ". Move the model first: model->to(octo::distributed::default_group()->"
-                      "device()) before wrapping it.");
+    OCTO_CHECK_DEVICE(
+        ok, "DistributedDataParallel: rank ", group_->rank(), "'s ", group_->backend_name(),
+        " process group works on ", device.is_cpu() ? std::string("cpu devices") : device.str(),
+        " but the module has ", name, " on ", t.device(),
+        ". Move the model first: model->to(octo::distributed::default_group()->device()) before wrapping it.");
   }
   for (const auto& [name, t] : module_->named_parameters()) {
     if (!t.requires_grad()) continue;

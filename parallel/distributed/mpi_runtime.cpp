@@ -338,8 +338,7 @@ class ProcessGroupMPI final : public ProcessGroup {
           first_error_ =
               work.what + " did not complete within " + std::to_string(timeout().count()) +
               " ms on rank " + std::to_string(rank()) + " of " + std::to_string(size()) +
-              " (mpi): another rank did not take part (it skipped this collective, issued "
-              "collectives in another order, or stopped)";
+              " (mpi): another rank did not take part (it skipped this collective, issued collectives in another order, or stopped)";
           broken_ = true;
           return std::make_exception_ptr(DistributedError(first_error_));
         }
@@ -392,10 +391,10 @@ RankInfo mpi_init() {
   if (!initialized) {
     int provided = 0;
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-    OCTO_CHECK_T(DistributedError, provided >= MPI_THREAD_MULTIPLE,
-                 "init_process_group: this MPI library does not provide MPI_THREAD_MULTIPLE (got "
-                 "level ",
-                 provided, "); octo's process groups call MPI from their own threads");
+    OCTO_CHECK_T(
+        DistributedError, provided >= MPI_THREAD_MULTIPLE,
+        "init_process_group: this MPI library does not provide MPI_THREAD_MULTIPLE (got level ",
+        provided, "); octo's process groups call MPI from their own threads");
   }
   // Errors come back as codes (and then as DistributedError) instead of ending the job.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -435,9 +434,8 @@ void bootstrap_broadcast(void* data, size_t bytes, std::chrono::milliseconds tim
     if (flag) return;
     OCTO_CHECK_T(DistributedError, std::chrono::steady_clock::now() - begin < timeout,
                  "bootstrap broadcast of ", bytes,
-                 " bytes (the NCCL unique id) did not complete "
-                 "within ",
-                 timeout.count(), " ms: another rank did not start its process group");
+                 " bytes (the NCCL unique id) did not complete within ", timeout.count(),
+                 " ms: another rank did not start its process group");
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }

@@ -10,9 +10,9 @@ namespace octo::distributed {
 
 namespace {
 [[noreturn]] void no_mpi(const char* what) {
-  OCTO_THROW(DistributedError, what,
-             ": octo was built without MPI; install OpenMPI (Debian: libopenmpi-dev openmpi-bin) "
-             "and rebuild to use the distributed layer");
+  OCTO_THROW(
+      DistributedError, what,
+      ": octo was built without MPI; install OpenMPI (Debian: libopenmpi-dev openmpi-bin) and rebuild to use the distributed layer");
 }
 }  // namespace
 

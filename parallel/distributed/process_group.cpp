@@ -33,10 +33,10 @@ State& state() {
 void exit_guard() {
   State& s = state();
   if (!s.initialized || s.destroyed) return;
-  std::fprintf(stderr,
-               "octo.distributed: rank %d is exiting without destroy_process_group() (an error "
-               "path?); aborting the job so that no other rank waits for it\n",
-               s.info.rank);
+  std::fprintf(
+      stderr,
+      "octo.distributed: rank %d is exiting without destroy_process_group() (an error path?); aborting the job so that no other rank waits for it\n",
+      s.info.rank);
   std::fflush(stderr);
   detail::mpi_abort(1);
 }

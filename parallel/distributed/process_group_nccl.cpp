@@ -71,11 +71,10 @@ class NcclWork final : public Work {
     while (pending_ && !pending_->query()) {
       if (std::chrono::steady_clock::now() - begin > timeout_) {
         shared_->broken = true;
-        shared_->first_error = what_ + " did not complete within " +
-                               std::to_string(timeout_.count()) + " ms on rank " +
-                               std::to_string(rank_) + " of " + std::to_string(size_) +
-                               " (nccl): another rank did not take part (it skipped this "
-                               "collective, issued collectives in another order, or stopped)";
+        shared_->first_error =
+            what_ + " did not complete within " + std::to_string(timeout_.count()) +
+            " ms on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+            " (nccl): another rank did not take part (it skipped this collective, issued collectives in another order, or stopped)";
         shared_->comm->abort();
         OCTO_THROW(DistributedError, shared_->first_error);
       }

@@ -132,9 +132,8 @@ void Reducer::check_layout_once() {
     size_t k = 0;
     while (k < std::min(all[r].size(), all[0].size()) && all[r][k] == all[0][k]) ++k;
     OCTO_THROW(DistributedError, "DistributedDataParallel: rank ", r,
-               "'s gradient buckets differ "
-               "from rank 0's (rank 0: ",
-               all[0][0], " buckets, rank ", r, ": ", all[r][0], "; first difference at entry ", k,
+               "'s gradient buckets differ from rank 0's (rank 0: ", all[0][0], " buckets, rank ",
+               r, ": ", all[r][0], "; first difference at entry ", k,
                " of [count, numel, dtype, ...]: ", k < all[0].size() ? all[0][k] : -1, " vs ",
                k < all[r].size() ? all[r][k] : -1,
                "). Every rank must wrap the same model with the same bucket_cap_mb.");
@@ -145,12 +144,11 @@ void Reducer::check_layout_once() {
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   // A step that prepared but never ran backward leaves nothing behind unless buckets went out.
-  OCTO_CHECK_T(DistributedError, next_bucket_ == 0 || !expect_sync_,
-               "DistributedDataParallel: the previous forward's backward never finished its "
-               "all-reduces (",
-               next_bucket_, " of ", buckets_.size(),
-               " buckets launched); call backward() on every synchronising forward's output, or "
-               "run forwards that need no gradient under NoGradGuard");
+  OCTO_CHECK_T(
+      DistributedError, next_bucket_ == 0 || !expect_sync_,
+      "DistributedDataParallel: the previous forward's backward never finished its all-reduces (",
+      next_bucket_, " of ", buckets_.size(),
+      " buckets launched); call backward() on every synchronising forward's output, or run forwards that need no gradient under NoGradGuard");
   check_layout_once();
   expect_sync_ = true;
   finalize_queued_ = false;
@@ -191,11 +189,9 @@ void Reducer::on_gradient(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   used_[index] = 1;
   if (!expect_sync_) return;  // no_sync(), or a backward without a synchronising forward
-  OCTO_CHECK_T(DistributedError, !ready_[index], "DistributedDataParallel: parameter ",
-               names_[index],
-               " received its gradient twice in one step; run forward before "
-               "each backward (a second backward over the same graph cannot be all-reduced "
-               "again)");
+  OCTO_CHECK_T(
+      DistributedError, !ready_[index], "DistributedDataParallel: parameter ", names_[index],
+      " received its gradient twice in one step; run forward before each backward (a second backward over the same graph cannot be all-reduced again)");
   if (!finalize_queued_) {
     finalize_queued_ = true;
     std::weak_ptr<Reducer> weak = weak_from_this();
@@ -244,11 +240,10 @@ void Reducer::finalize() {
         if (b.work) b.work->wait();
       std::string list;
       for (const auto& n : missing) list += (list.empty() ? "" : ", ") + n;
-      OCTO_THROW(DistributedError, "DistributedDataParallel: ", missing.size(),
-                 " parameters received no gradient in this backward pass: ", list,
-                 ". If forward does not use them on purpose, construct DistributedDataParallel "
-                 "with find_unused_parameters = true; otherwise make sure every output takes "
-                 "part in the loss.");
+      OCTO_THROW(
+          DistributedError, "DistributedDataParallel: ", missing.size(),
+          " parameters received no gradient in this backward pass: ", list,
+          ". If forward does not use them on purpose, construct DistributedDataParallel with find_unused_parameters = true; otherwise make sure every output takes part in the loss.");
     }
     // Reached by the graph yet given no gradient (an op that returned none): zeros, like unused.
     for (size_t i = 0; i < params_.size(); ++i)

@@ -120,8 +120,8 @@ TEST_CASE("conv2d rejects bad arguments", "[conv][autograd]") {
   Tensor x = rnd({2, 4, 6, 6}, 1), w = rnd({6, 4, 3, 3}, 2);
   using Catch::Contains;
   REQUIRE_THROWS_AS(octo::conv2d(rnd({4, 6}, 3), w), octo::ValueError);
-  REQUIRE_THROWS_WITH(octo::conv2d(rnd({4, 6}, 3), w), Contains("expected a 3-d (unbatched) or "
-                                                                "4-d (batched) input"));
+  REQUIRE_THROWS_WITH(octo::conv2d(rnd({4, 6}, 3), w),
+                      Contains("expected a 3-d (unbatched) or 4-d (batched) input"));
   REQUIRE_THROWS_WITH(octo::conv2d(x, rnd({6, 4, 3}, 3)), Contains("expected a 4-d weight"));
   REQUIRE_THROWS_AS(octo::conv2d(x, rnd({6, 3, 3, 3}, 3)), octo::ValueError);
   REQUIRE_THROWS_WITH(octo::conv2d(x, rnd({6, 3, 3, 3}, 3)),

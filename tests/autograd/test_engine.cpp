@@ -193,8 +193,10 @@ TEST_CASE("gradients cross virtual devices through to()") {
   CHECK(vec(x.grad()) == std::vector<double>{3, 3});
   Tensor z = octo::ones({2}, {.dtype = octo::kFloat64, .device = octo::Device("cpu:1")});
   CHECK_THROWS_AS(x * z, octo::DeviceError);
-  CHECK_THROWS_WITH(x * z, Catch::Contains("Expected all tensors to be on the same device, but "
-                                           "found at least two devices, cpu:0 and cpu:1!"));
+  CHECK_THROWS_WITH(
+      x * z,
+      Catch::Contains(
+          "Expected all tensors to be on the same device, but found at least two devices, cpu:0 and cpu:1!"));
 }
 
 TEST_CASE("to_dot shows the recorded graph") {

@@ -135,8 +135,10 @@ TEST_CASE("in-place on a view of a leaf that requires grad is refused, as in PyT
     a.select(1, 0).mul_(2.0);
     FAIL("no error");
   } catch (const octo::Error& e) {
-    CHECK_THAT(e.what(), Catch::Contains("a view of a leaf Variable that requires grad is being "
-                                         "used in an in-place operation"));
+    CHECK_THAT(
+        e.what(),
+        Catch::Contains(
+            "a view of a leaf Variable that requires grad is being used in an in-place operation"));
   }
   // Under NoGradGuard (how optimizers update parameters) it is allowed and changes the leaf.
   {
@@ -150,8 +152,10 @@ TEST_CASE("in-place on a view of a leaf that requires grad is refused, as in PyT
 TEST_CASE("in-place on an expanded view is refused: its elements share memory") {
   Tensor b = r({1, 3}) * 1.0;
   Tensor e = b.expand({4, 3});
-  CHECK_THROWS_WITH(e.mul_(2.0), Catch::Contains("more than one element of the written-to "
-                                                 "tensor refers to a single memory location"));
+  CHECK_THROWS_WITH(
+      e.mul_(2.0),
+      Catch::Contains(
+          "more than one element of the written-to tensor refers to a single memory location"));
 }
 
 TEST_CASE("in-place on a view is recorded only under grad mode; versions still move") {

@@ -149,9 +149,9 @@ TEST_CASE("batch_norm: bad inputs", "[norm]") {
   // One value per channel cannot be normalised in training (torch's message).
   REQUIRE_THROWS_AS(octo::batch_norm(rand_tensor({1, 3}, 10), {}, {}, {}, {}, true),
                     octo::ValueError);
-  REQUIRE_THROWS_WITH(octo::batch_norm(rand_tensor({1, 3}, 10), {}, {}, {}, {}, true),
-                      Contains("Expected more than 1 value per channel when training, got input "
-                               "size [1, 3]"));
+  REQUIRE_THROWS_WITH(
+      octo::batch_norm(rand_tensor({1, 3}, 10), {}, {}, {}, {}, true),
+      Contains("Expected more than 1 value per channel when training, got input size [1, 3]"));
   REQUIRE_THROWS_WITH(octo::batch_norm(rand_tensor({1, 3, 1, 1}, 10), c3, c3, {}, {}, true),
                       Contains("Expected more than 1 value per channel when training"));
   // Dtypes: integer input, parameters of another dtype.

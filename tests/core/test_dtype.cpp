@@ -67,17 +67,19 @@ TEST_CASE("dispatch_dtypes calls f with the dtype's type and names op and dtype 
         std::vector<octo::DType>{octo::kFloat32, octo::kFloat64, octo::kBFloat16, octo::kFloat16});
   bool called = false;
   auto never = [&](auto) { called = true; };
-  CHECK_THROWS_WITH(octo::dispatch_dtypes<octo::FloatingTypes>(octo::kInt64, "probe", never),
-                    Catch::StartsWith("probe: unsupported dtype int64; expected one of float32, "
-                                      "float64, bfloat16, float16"));
+  CHECK_THROWS_WITH(
+      octo::dispatch_dtypes<octo::FloatingTypes>(octo::kInt64, "probe", never),
+      Catch::StartsWith(
+          "probe: unsupported dtype int64; expected one of float32, float64, bfloat16, float16"));
   CHECK_THROWS_AS(octo::dispatch_dtypes<octo::FloatingTypes>(octo::kBool, "probe", never),
                   octo::ValueError);
   CHECK_THROWS_AS(octo::dispatch_dtypes<octo::Float32And64>(octo::kFloat16, "probe", never,
                                                             octo::DTypeError::NotImplemented),
                   octo::NotImplementedError);
-  CHECK_THROWS_WITH(octo::dispatch_dtypes<octo::Float32And64>(octo::kInt32, "probe", never,
-                                                              octo::DTypeError::NotImplemented),
-                    Catch::StartsWith("probe is not implemented for dtype int32 on this backend "
-                                      "yet (float32, float64 are)"));
+  CHECK_THROWS_WITH(
+      octo::dispatch_dtypes<octo::Float32And64>(octo::kInt32, "probe", never,
+                                                octo::DTypeError::NotImplemented),
+      Catch::StartsWith(
+          "probe is not implemented for dtype int32 on this backend yet (float32, float64 are)"));
   CHECK_FALSE(called);
 }

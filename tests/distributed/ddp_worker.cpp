@@ -135,8 +135,7 @@ void scenario_equivalence() {
       expect(rel_err(one_bucket[i], many[i]) == 0.0,
              std::string(optimizer) + ": weights depend on the bucket size");
     ok(std::string(optimizer) + ": DDP over " + std::to_string(world()) +
-       " ranks equals one process on the whole batch (5 steps, within 1e-5), bucket size "
-       "does not change a bit");
+       " ranks equals one process on the whole batch (5 steps, within 1e-5), bucket size does not change a bit");
   }
 }
 

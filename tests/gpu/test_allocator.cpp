@@ -157,8 +157,8 @@ TEST_CASE("out of memory frees the cache, retries, then says how much was asked 
     FAIL("a 1 PiB allocation succeeded");
   } catch (const octo::OutOfMemoryError& e) {
     const MemoryStats after = stats();
-    CHECK_THAT(e.what(), Catch::StartsWith("CUDA out of memory on cuda:0: tried to allocate "
-                                           "1.00 PiB; "));
+    CHECK_THAT(e.what(),
+               Catch::StartsWith("CUDA out of memory on cuda:0: tried to allocate 1.00 PiB; "));
     CHECK_THAT(e.what(),
                Catch::Contains(cuda::format_bytes(after.allocated_bytes) + " allocated by octo, "));
     CHECK_THAT(e.what(), Catch::Contains(cuda::format_bytes(after.reserved_bytes) + " reserved"));

@@ -83,8 +83,10 @@ TEST_CASE("DataParallel refuses a model left on the cpu with the lesson's messag
     FAIL("DataParallel ran a model whose parameters are on the cpu");
   } catch (const octo::DeviceError& e) {
     const std::string msg = e.what();
-    CHECK(msg.find("module must have its parameters and buffers on device cuda:0 (device_ids[0]) "
-                   "but found one of them on device: cpu:0") != std::string::npos);
+    CHECK(
+        msg.find(
+            "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of them on device: cpu:0") !=
+        std::string::npos);
     CHECK(msg.find("Move the model") != std::string::npos);
   }
   // Half moved is refused too, naming the parameter left behind.

@@ -159,10 +159,10 @@ TEST_CASE("Conv2d: default initialisation, state_dict, printing, clone, errors")
         "Conv2d(3, 64, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)");
   CHECK(repr(nn::Conv2d(3, 64, 7, {.stride = 2})) ==
         "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2))");
-  CHECK(repr(nn::Conv2d(4, 8, {3, 5},
-                        {.stride = {2, 1}, .padding = {1, 2}, .dilation = 2, .groups = 2})) ==
-        "Conv2d(4, 8, kernel_size=(3, 5), stride=(2, 1), padding=(1, 2), dilation=(2, 2), "
-        "groups=2)");
+  CHECK(
+      repr(nn::Conv2d(4, 8, {3, 5},
+                      {.stride = {2, 1}, .padding = {1, 2}, .dilation = 2, .groups = 2})) ==
+      "Conv2d(4, 8, kernel_size=(3, 5), stride=(2, 1), padding=(1, 2), dilation=(2, 2), groups=2)");
   check_clone_equal(conv, octo::randn({2, 16, 5, 5}));
 
   check_throws<octo::ValueError>([] { nn::Conv2d(3, 4, 3, {.groups = 2}); },

@@ -87,11 +87,12 @@ TEST_CASE("load_state_dict copies values and reports mismatches by name") {
   state.emplace_back("extra", octo::zeros({1}));
   REQUIRE(state[0].first == "scale");  // PyTorch's order: own parameters, buffers, then children
   state[0].second = octo::zeros({5});  // scale has shape [3]
-  CHECK_THROWS_WITH(b->load_state_dict(state),
-                    Catch::Contains("Missing key(s) in state_dict: \"count\"") &&
-                        Catch::Contains("Unexpected key(s) in state_dict: \"extra\"") &&
-                        Catch::Contains("size mismatch for scale: copying a param with shape [5], "
-                                        "the shape in current model is [3]"));
+  CHECK_THROWS_WITH(
+      b->load_state_dict(state),
+      Catch::Contains("Missing key(s) in state_dict: \"count\"") &&
+          Catch::Contains("Unexpected key(s) in state_dict: \"extra\"") &&
+          Catch::Contains(
+              "size mismatch for scale: copying a param with shape [5], the shape in current model is [3]"));
 }
 
 TEST_CASE("clone is a deep copy that keeps members and the random stream") {
@@ -115,9 +116,9 @@ TEST_CASE("modules print like PyTorch") {
       std::make_shared<nn::Linear>(784, 128), std::make_shared<nn::Flatten>()});
   std::ostringstream os;
   os << *seq;
-  CHECK(os.str() ==
-        "Sequential(\n  (0): Linear(in_features=784, out_features=128, bias=True)\n  (1): "
-        "Flatten(start_dim=1, end_dim=-1)\n)");
+  CHECK(
+      os.str() ==
+      "Sequential(\n  (0): Linear(in_features=784, out_features=128, bias=True)\n  (1): Flatten(start_dim=1, end_dim=-1)\n)");
 }
 
 TEST_CASE("Linear's default initialisation matches PyTorch's bounds") {

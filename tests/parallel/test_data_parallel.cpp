@@ -139,11 +139,11 @@ TEST_CASE("a model not moved to device_ids[0] is refused with the PyTorch messag
   DataParallel dp(model, {Device("cpu:1"), Device("cpu:2")});
   Tensor x = octo::randn({4, 6});
   CHECK_THROWS_AS(dp.forward(x), octo::DeviceError);
-  CHECK_THROWS_WITH(dp.forward(x),
-                    Catch::StartsWith("module must have its parameters and buffers on device cpu:1 "
-                                      "(device_ids[0]) but found one "
-                                      "of them on device: cpu:0") &&
-                        Catch::Contains("model->to("));
+  CHECK_THROWS_WITH(
+      dp.forward(x),
+      Catch::StartsWith(
+          "module must have its parameters and buffers on device cpu:1 (device_ids[0]) but found one of them on device: cpu:0") &&
+          Catch::Contains("model->to("));
 }
 
 TEST_CASE("a batch smaller than the device count uses fewer replicas") {

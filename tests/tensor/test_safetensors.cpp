@@ -326,11 +326,11 @@ TEST_CASE("safetensors: malformed JSON headers are rejected") {
   check_rejected(dir, st_file("\"hello\"", ""), "not a JSON object (found string)");
   check_rejected(dir, st_file("{\"a\":" + a4 + ",\"a\":" + a4 + "}", four + four),
                  "duplicate key 'a' in the header");
-  check_rejected(dir,
-                 st_file("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],"
-                         "\"data_offsets\":[0,4]}}",
-                         four),
-                 "duplicate key 'dtype'");
+  check_rejected(
+      dir,
+      st_file("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+              four),
+      "duplicate key 'dtype'");
   check_rejected(dir, st_file("{\"a\":" + entry("F32", "[[1]]", "[0,4]") + "}", four),
                  "nests deeper");
   // A nesting bomb is refused without recursing or building the nested values.
