@@ -22,6 +22,15 @@ std::vector<Device> default_devices() {
   return out;
 }
 
+/// Moves every tensor in a nested value to `device` (autograd-aware; no-op where it is there).
+nn::Value to_device(const nn::Value& v, Device device) {
+  if (v.is_tensor()) return v.tensor().device() == device ? v : nn::Value(v.tensor().to(device));
+  if (!v.is_list()) return v;
+  nn::Value::List items;
+  for (const nn::Value& item : v.list()) items.push_back(to_device(item, device));
+  return nn::Value::list(std::move(items));
+}
+
 std::vector<std::pair<Shape, DType>> signature(const nn::Module& m) {
   std::vector<std::pair<Shape, DType>> out;
   for (const auto& [name, t] : m.state_dict()) out.emplace_back(t.sizes(), t.dtype());
@@ -56,7 +65,12 @@ void DataParallel::check_placement() const {
 
 std::vector<std::shared_ptr<nn::Module>> DataParallel::replicas_for(size_t n) {
   std::vector<Device> devices(device_ids_.begin(), device_ids_.begin() + static_cast<int64_t>(n));
-  if (!cache_replicas_) return replicate(module_, devices);
+  if (!cache_replicas_) {
+    std::vector<std::shared_ptr<nn::Module>> fresh;
+    for (Device d : devices) fresh.push_back(module_->clone(d));
+    detail::refresh_replicas_placed(module_, fresh, devices);
+    return fresh;
+  }
   auto sig = signature(*module_);
   if (replicas_.size() != device_ids_.size() || sig != replica_signature_) {
     replicas_.clear();
@@ -65,22 +79,19 @@ std::vector<std::shared_ptr<nn::Module>> DataParallel::replicas_for(size_t n) {
   }
   std::vector<std::shared_ptr<nn::Module>> used(replicas_.begin(),
                                                 replicas_.begin() + static_cast<int64_t>(n));
-  refresh_replicas(module_, used, devices);
+  detail::refresh_replicas_placed(module_, used, devices);
   return used;
 }
 
 nn::Value DataParallel::forward_values(const std::vector<nn::Value>& inputs) {
   std::lock_guard<std::mutex> lock(forward_mutex_);
-  check_placement();
+  check_placement();  // the only placement check this step: replication below relies on it
   if (device_ids_.size() == 1) {
     // One device: move the inputs there and run the module itself.
     auto moved = parallel::scatter(inputs, device_ids_, dim_);
     OCTO_CHECK_VALUE(!moved.empty(), "DataParallel: no inputs");
     TraceSpan span("forward", device_ids_[0]);
-    nn::Value out = module_->forward_values(moved[0]);
-    return out.is_tensor() && out.tensor().device() != output_device_
-               ? nn::Value(out.tensor().to(output_device_))
-               : out;
+    return to_device(module_->forward_values(moved[0]), output_device_);
   }
   std::vector<std::vector<nn::Value>> chunks = parallel::scatter(inputs, device_ids_, dim_);
   OCTO_CHECK_VALUE(!chunks.empty(), "DataParallel: the inputs produced no chunks (empty batch?)");

@@ -41,9 +41,16 @@ void check_on_device(const nn::Module& module, Device device) {
 void refresh_replicas(const std::shared_ptr<nn::Module>& module,
                       const std::vector<std::shared_ptr<nn::Module>>& replicas,
                       const std::vector<Device>& devices, bool detach) {
+  OCTO_CHECK_VALUE(!devices.empty(), "replicate: expected at least one device");
+  check_on_device(*module, devices[0]);
+  detail::refresh_replicas_placed(module, replicas, devices, detach);
+}
+
+void detail::refresh_replicas_placed(const std::shared_ptr<nn::Module>& module,
+                                     const std::vector<std::shared_ptr<nn::Module>>& replicas,
+                                     const std::vector<Device>& devices, bool detach) {
   OCTO_CHECK_VALUE(!devices.empty() && replicas.size() == devices.size(),
                    "replicate: ", replicas.size(), " replicas for ", devices.size(), " devices");
-  check_on_device(*module, devices[0]);
   const size_t n = devices.size();
   std::vector<Tensor> params = module->parameters();
   std::vector<Tensor> buffers = defined_only(module->buffers());
@@ -96,7 +103,7 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const std::shared_ptr<nn::Mod
   check_on_device(*module, devices[0]);
   std::vector<std::shared_ptr<nn::Module>> replicas;
   for (Device d : devices) replicas.push_back(module->clone(d));
-  refresh_replicas(module, replicas, devices, detach);
+  detail::refresh_replicas_placed(module, replicas, devices, detach);
   return replicas;
 }
 

@@ -25,4 +25,14 @@ void refresh_replicas(const std::shared_ptr<nn::Module>& module,
                       const std::vector<std::shared_ptr<nn::Module>>& replicas,
                       const std::vector<Device>& devices, bool detach = false);
 
+namespace detail {
+
+/// refresh_replicas without the placement check, for callers that made it already this step
+/// (DataParallel checks once per forward; replicate() checks before cloning).
+void refresh_replicas_placed(const std::shared_ptr<nn::Module>& module,
+                             const std::vector<std::shared_ptr<nn::Module>>& replicas,
+                             const std::vector<Device>& devices, bool detach = false);
+
+}  // namespace detail
+
 }  // namespace octo::parallel

@@ -235,6 +235,24 @@ TEST_CASE("a single device runs the module directly") {
   CHECK(max_rel_diff(out, model->forward(x)) == 0.0);
 }
 
+TEST_CASE("a single device moves nested outputs to output_device too") {
+  auto model = std::make_shared<Nested>();
+  model->to(Device("cpu:1"));
+  DataParallel dp(model, {Device("cpu:1")}, Device("cpu:0"));
+  Tensor x = octo::randn({4, 3});
+  Tensor y = octo::randn({4, 3});
+  nn::Value out = dp.forward_values({x, nn::Value::list({y, 2.0})});
+  REQUIRE(out.is_list());
+  REQUIRE(out.list().size() == 2);
+  for (const nn::Value& v : out.list()) CHECK(v.tensor().device() == Device("cpu:0"));
+  CHECK(out.list()[1].tensor().dim() == 0);  // one device: nothing is gathered, a scalar stays
+  CHECK(max_rel_diff(out.list()[0].tensor(), x * 2.0 + y) < 1e-6);
+  out.list()[0].tensor().sum().backward();  // the move is differentiable
+  REQUIRE(model->w.grad().defined());
+  CHECK(model->w.grad().device() == Device("cpu:1"));
+  CHECK(max_rel_diff(model->w.grad().to(Device("cpu:0")), octo::sum(x * 2.0, {0})) < 1e-5);
+}
+
 TEST_CASE("state_dict keys are unchanged by wrapping, so checkpoints move freely") {
   auto model = std::make_shared<Mlp>();
   DataParallel dp(model, cpus(2));
