@@ -203,10 +203,9 @@ Scalar negate(Scalar s) { return s.is_integral() ? Scalar(-s.to_int()) : Scalar(
 bool is_one(Scalar s) { return s.is_integral() ? s.to_int() == 1 : s.to_double() == 1.0; }
 
 /// Tensor-tensor arithmetic shared by add/sub/mul/...: validate, promote, run.
-Tensor arith(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType* compute) {
+Tensor arith(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
   check_inputs(name, {&a, &b});
-  *compute = result_type(a, b);
-  return raw_binary(op, a, b, *compute);
+  return raw_binary(op, a, b, result_type(a, b));
 }
 
 Tensor compare(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -224,8 +223,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   if (!is_one(alpha)) return add(a, b * alpha);
-  DType dt;
-  Tensor out = arith("add", BinaryOp::Add, a, b, &dt);
+  Tensor out = arith("add", BinaryOp::Add, a, b);
   Input ia(a), ib(b);
   return autograd::record("AddBackward", out, {a, b}, {},
                           [ia, ib](const TensorList& g, const TensorList&) -> TensorList {
@@ -238,8 +236,7 @@ Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
   check_inputs("sub", {&a, &b});
   OCTO_CHECK_VALUE(!(a.dtype() == kBool && b.dtype() == kBool),
                    "sub: subtraction with two bool tensors is not supported; use logical_xor");
-  DType dt;
-  Tensor out = arith("sub", BinaryOp::Sub, a, b, &dt);
+  Tensor out = arith("sub", BinaryOp::Sub, a, b);
   Input ia(a), ib(b);
   return autograd::record("SubBackward", out, {a, b}, {},
                           [ia, ib](const TensorList& g, const TensorList&) -> TensorList {
@@ -248,8 +245,7 @@ Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  DType dt;
-  Tensor out = arith("mul", BinaryOp::Mul, a, b, &dt);
+  Tensor out = arith("mul", BinaryOp::Mul, a, b);
   Input ia(a), ib(b);
   return autograd::record(
       "MulBackward", out, {a, b}, {a, b},
@@ -272,8 +268,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
-  DType dt;
-  Tensor out = arith("pow", BinaryOp::Pow, a, exponent, &dt);
+  Tensor out = arith("pow", BinaryOp::Pow, a, exponent);
   Input ia(a), ib(exponent);
   return autograd::record(
       "PowBackward", out, {a, exponent}, {a, exponent, out},
@@ -310,8 +305,7 @@ Tensor pow(const Tensor& a, Scalar exponent) {
 namespace {
 /// maximum/minimum: the gradient goes to the chosen input, split evenly on ties.
 Tensor extremum(const char* name, const char* node, BinaryOp op, const Tensor& a, const Tensor& b) {
-  DType dt;
-  Tensor out = arith(name, op, a, b, &dt);
+  Tensor out = arith(name, op, a, b);
   Input ia(a), ib(b);
   bool is_max = op == BinaryOp::Maximum;
   return autograd::record(
