@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++       # build
-  libeigen3-dev                          # CPU GEMM
+  libeigen3-dev                          # CPU GEMM (float64, fallback)
+  libdnnl-dev                            # CPU SGEMM (oneDNN; optional, -Donednn)
   catch2                                 # tests
   zlib1g-dev                             # gzip'd IDX files
   nlohmann-json3-dev                     # safetensors headers

@@ -23,14 +23,19 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "octo_config.h"
 
 #if defined(_OPENMP)
 #include <omp.h>
+#endif
+#if OCTO_WITH_DNNL
+#include <oneapi/dnnl/dnnl.h>
 #endif
 
 namespace octo::kernels {
@@ -147,12 +152,44 @@ void gemm(Index m, Index n, Index k, T alpha, const Operand<T>& a, const Operand
     gemm_colmajor<T, C, C>(m, n, k, alpha, a, b, beta, c, ldc);
 }
 
+#if OCTO_WITH_DNNL
+/// Note [oneDNN SGEMM]: float32 products go to oneDNN's dnnl_sgemm when octo is built with it
+/// (-Donednn, docs/benchmarks.md "Choosing the GEMM"). dnnl_sgemm is row-major BLAS: an operand
+/// stored column-major is the transpose of a row-major one with the same ld, and a column-major C
+/// is computed as C^T = B^T A^T. It threads with OpenMP and reads the calling thread's count,
+/// which OmpThreadsGuard sets to the caller's share (get_num_threads(), so ThreadLimitGuard and
+/// virtual devices hold). An empty sum (k == 0) stays on the Eigen path.
+/// Returns false, having done nothing, for strides BLAS cannot express (a broadcast operand with
+/// an outer stride below its row length); Eigen maps those instead.
+bool dnnl_gemm(Index m, Index n, Index k, float alpha, const Operand<float>& a,
+               const Operand<float>& b, float beta, float* c, bool c_row_major, Index ldc,
+               int threads) {
+  if (!c_row_major)
+    return dnnl_gemm(n, m, k, alpha, b.transposed(), a.transposed(), beta, c, true, ldc, threads);
+  // Row-major C [m, n] = op(A) [m, k] @ op(B) [k, n]; each stored matrix's ld covers its row.
+  const bool fits = a.ld >= std::max<Index>(1, a.row_major ? k : m) &&
+                    b.ld >= std::max<Index>(1, b.row_major ? n : k) && ldc >= std::max<Index>(1, n);
+  if (!fits) return false;
+  OmpThreadsGuard use(threads);
+  dnnl_status_t status = dnnl_sgemm(a.row_major ? 'N' : 'T', b.row_major ? 'N' : 'T', m, n, k,
+                                    alpha, a.data, a.ld, b.data, b.ld, beta, c, ldc);
+  OCTO_CHECK(status == dnnl_success, "matmul: oneDNN sgemm failed with status ",
+             static_cast<int>(status), " for [", m, ", ", k, "] @ [", k, ", ", n, "]");
+  return true;
+}
+#endif
+
 /// One product on up to `threads` threads (Note [GEMM threads]): C, column-major after the same
 /// transposition as gemm(), is cut into panels along its larger dim, each one single-threaded
 /// Eigen product. A's (or B's) packing is repeated per panel: O(n^2) extra work per thread.
 template <typename T>
 void gemm_panels(Index m, Index n, Index k, T alpha, const Operand<T>& a, const Operand<T>& b,
                  T beta, T* c, bool c_row_major, Index ldc, int threads) {
+#if OCTO_WITH_DNNL
+  if constexpr (std::is_same_v<T, float>) {
+    if (k > 0 && dnnl_gemm(m, n, k, alpha, a, b, beta, c, c_row_major, ldc, threads)) return;
+  }
+#endif
   if (c_row_major) {
     gemm_panels<T>(n, m, k, alpha, b.transposed(), a.transposed(), beta, c, false, ldc, threads);
     return;
