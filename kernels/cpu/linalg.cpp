@@ -1,4 +1,5 @@
-// CPU batched matrix multiply through Eigen: strided operands mapped in place, threads per product.
+// CPU batched matrix multiply: float32 through oneDNN when built with it (Note [oneDNN SGEMM]),
+// everything else through Eigen; strided operands mapped in place, threads per product.
 //
 // Each batch's [M, K] and [K, N] operands are mapped as Eigen::Map with an outer stride: row-major
 // when the last dim has stride 1, column-major when the second-to-last has, so transposed views

@@ -54,7 +54,8 @@ Tensor randn(const Shape& shape, octo::DType dt) { return octo::randn(shape, {.d
 
 /// A [B, R, C] tensor laid out in one of several ways: 0 contiguous, 1 transposed storage
 /// (column-major matrices), 2 a strided slice (step 2 in both matrix dims: no unit stride),
-/// 3 batch-major-last permutation.
+/// 3 batch-major-last permutation, 4 rows broadcast (row stride 0), 5 columns broadcast (column
+/// stride 0). Layouts 4 and 5 are read-only: BLAS cannot express them, so they take the Eigen path.
 Tensor make_operand(int64_t B, int64_t R, int64_t C, int layout, octo::DType dt) {
   switch (layout) {
     case 0:
@@ -65,8 +66,12 @@ Tensor make_operand(int64_t B, int64_t R, int64_t C, int layout, octo::DType dt)
       return randn({B, 2 * R + 1, 2 * C}, dt)
           .slice(1, 1, std::nullopt, 2)
           .slice(2, 0, std::nullopt, 2);
-    default:
+    case 3:
       return randn({R, C, B}, dt).permute({2, 0, 1});
+    case 4:
+      return randn({B, 1, C}, dt).expand({B, R, C});
+    default:
+      return randn({B, R, 1}, dt).expand({B, R, C});
   }
 }
 
@@ -81,8 +86,8 @@ TEST_CASE("bmm kernel matches a naive loop for every operand layout") {
       {1, 1, 1, 1}, {2, 3, 5, 7}, {3, 1, 4, 1}, {1, 17, 9, 13}, {4, 8, 1, 8}, {2, 33, 65, 31}};
   for (auto dt : kFloatTypes)
     for (auto [B, M, K, N] : shapes)
-      for (int la = 0; la < 4; ++la)
-        for (int lb = 0; lb < 4; ++lb)
+      for (int la = 0; la < 6; ++la)
+        for (int lb = 0; lb < 6; ++lb)
           for (int lo = 0; lo < 3; ++lo) {
             INFO("dtype " << dt << " B=" << B << " M=" << M << " K=" << K << " N=" << N
                           << " layouts " << la << lb << lo);
