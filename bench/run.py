@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The CPU benchmark suite: octo (build/bench/bench_cpu) beside PyTorch (bench/torch_cpu.py).
 
-    python3 bench/run.py [--quick] [--json out.json] [--builddir build]
+    python3 bench/run.py [--quick] [--rounds N] [--json out.json] [--builddir build]
 
 Runs each half at OMP_NUM_THREADS=1 and =2 (octo also gets --threads, i.e. set_num_threads),
 the MNIST example for one MLP epoch at each thread count, joins the JSON lines and prints a
 markdown table: octo, PyTorch, the ratio (octo/PyTorch, > 1 = octo faster) and issue 14's target
 with met / NOT met. Progress goes to stderr. --quick keeps the whole run under about 2 minutes.
+--rounds N repeats everything N times (octo and PyTorch alternating within each round) and reports
+each row's median over the rounds, for machines whose neighbours make single runs unreliable.
 See docs/benchmarks.md ("The suite: bench/run.py").
 """
 import argparse
@@ -88,6 +90,8 @@ def cpu_model():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (under ~2 minutes)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat the whole suite N times; each row is the median over rounds")
     ap.add_argument("--json", help="write all measurements and the table's rows here")
     ap.add_argument("--builddir", default="build", help="meson build directory (default build)")
     args = ap.parse_args()
@@ -101,7 +105,13 @@ def main():
     timeout = 600
     results, notes = [], []
     torch_skipped = None
-    for t in THREADS:
+    if args.rounds < 1:
+        log(f"run.py: --rounds must be at least 1, got {args.rounds}")
+        return 2
+    for rnd, t in [(rnd, t) for rnd in range(args.rounds) for t in THREADS]:
+        first = len(results)
+        if args.rounds > 1:
+            log(f"--- round {rnd + 1} of {args.rounds}, {t} thread(s)")
         only = "peak,op,sgemm,conv,train" + (",dp" if t == 2 else "")
         r, other = run_json_lines([bench_cpu, "--threads", str(t), "--only", only] + quick, t,
                                   timeout)
@@ -121,13 +131,20 @@ def main():
         else:
             results.append({"framework": "octo", "bench": "mlp_epoch", "config": "Fashion-MNIST",
                             "threads": t, "value": rate, "unit": "samples/s", "reps": 1})
+        for r in results[first:]:
+            r["round"] = rnd
 
     def get(fw, bench, t):
-        vals = [r["value"] for r in results
-                if r["framework"] == fw and r["bench"] == bench and r["threads"] == t]
-        if not vals:
+        per_round = {}
+        for r in results:
+            if r["framework"] == fw and r["bench"] == bench and r["threads"] == t:
+                # The FP32 peak is measured twice per run (the best counts); every other row once.
+                per_round[r["round"]] = max(per_round.get(r["round"], r["value"]), r["value"])
+        if not per_round:
             return None
-        return max(vals)  # the FP32 peak is measured twice per run; every other row once
+        vals = sorted(per_round.values())
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
 
     def fmt(v, unit=""):
         if v is None:
@@ -208,8 +225,9 @@ def main():
         lines.append(f"| {r['row']} | {t} | {os_} | {ps} | {rs} | {r['target']} | "
                      f"{status(r['met'])} |")
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
     header = (f"CPU suite, {when}, {cpu_model()}, {os.cpu_count()} CPUs"
-              f"{', --quick' if args.quick else ''}. ratio = octo/PyTorch (> 1 = octo faster; "
+              f"{', --quick' if args.quick else ''}{rounds}. ratio = octo/PyTorch (> 1 = octo faster; "
               "per-op overhead: PyTorch's time / octo's); DataParallel and epoch rows compare "
               "octo with itself.")
     print(header + "\n")
