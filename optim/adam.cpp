@@ -15,21 +15,8 @@ namespace octo::optim {
 
 namespace {
 
-template <typename Options>
-void validate_adam(const Options& o, const std::string& who) {
-  OCTO_CHECK_VALUE(o.lr >= 0.0, who, ": invalid learning rate: ", o.lr, " (expected lr >= 0)");
-  OCTO_CHECK_VALUE(o.eps >= 0.0, who, ": invalid epsilon value: ", o.eps, " (expected eps >= 0)");
-  for (int i = 0; i < 2; ++i) {
-    OCTO_CHECK_VALUE(o.betas[i] >= 0.0 && o.betas[i] < 1.0, who,
-                     ": invalid beta parameter at index ", i, ": ", o.betas[i],
-                     " (expected 0 <= beta < 1)");
-  }
-  OCTO_CHECK_VALUE(o.weight_decay >= 0.0, who, ": invalid weight_decay value: ", o.weight_decay,
-                   " (expected weight_decay >= 0)");
-}
-
-template <typename Options>
-detail::AdamHyper hyper(const Options& o, bool decoupled) {
+template <bool kDecoupled>
+detail::AdamHyper hyper(const detail::AdamOptionsFor<kDecoupled>& o) {
   return {.lr = o.lr,
           .beta1 = o.betas[0],
           .beta2 = o.betas[1],
@@ -37,7 +24,7 @@ detail::AdamHyper hyper(const Options& o, bool decoupled) {
           .weight_decay = o.weight_decay,
           .amsgrad = o.amsgrad,
           .maximize = o.maximize,
-          .decoupled_weight_decay = decoupled,
+          .decoupled_weight_decay = kDecoupled,
           .fused = o.fused};
 }
 
@@ -96,8 +83,19 @@ void adam_fused(const Tensor& p, const Tensor& grad, ParamState& state, const de
 
 }  // namespace
 
-void AdamOptions::validate(const std::string& who) const { validate_adam(*this, who); }
-void AdamWOptions::validate(const std::string& who) const { validate_adam(*this, who); }
+template <bool kDecoupled>
+void detail::AdamOptionsFor<kDecoupled>::validate(const std::string& who) const {
+  OCTO_CHECK_VALUE(lr >= 0.0, who, ": invalid learning rate: ", lr, " (expected lr >= 0)");
+  OCTO_CHECK_VALUE(eps >= 0.0, who, ": invalid epsilon value: ", eps, " (expected eps >= 0)");
+  for (int i = 0; i < 2; ++i) {
+    OCTO_CHECK_VALUE(betas[i] >= 0.0 && betas[i] < 1.0, who, ": invalid beta parameter at index ",
+                     i, ": ", betas[i], " (expected 0 <= beta < 1)");
+  }
+  OCTO_CHECK_VALUE(weight_decay >= 0.0, who, ": invalid weight_decay value: ", weight_decay,
+                   " (expected weight_decay >= 0)");
+}
+template struct detail::AdamOptionsFor<false>;
+template struct detail::AdamOptionsFor<true>;
 
 void detail::adam_update(const Tensor& p, ParamState& state, const AdamHyper& h) {
   Tensor grad = p.grad();
@@ -120,36 +118,27 @@ void detail::adam_update(const Tensor& p, ParamState& state, const AdamHyper& h)
   }
 }
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : Adam(std::vector<Group>{Group{std::move(params), options}}) {}
-Adam::Adam(std::vector<Group> groups) : OptimizerBase("Adam", std::move(groups)) {}
-
-void Adam::step() {
-  validate_all();
-  detail::check_grads(*this);
+template <bool kDecoupled>
+void detail::AdamBase<kDecoupled>::step() {
+  this->validate_all();
+  check_grads(*this);
   NoGradGuard no_grad;
-  TraceSpan span("optimizer", groups_.front().params.front().device());
+  TraceSpan span("optimizer", this->groups_.front().params.front().device());
   int64_t index = 0;
-  for (const Group& group : groups_) {
-    const auto h = hyper(group.options, /*decoupled=*/false);
-    for (const Tensor& p : group.params) detail::adam_update(p, mutable_state(index++), h);
+  for (const auto& group : this->groups_) {
+    const AdamHyper h = hyper(group.options);
+    for (const Tensor& p : group.params) adam_update(p, this->mutable_state(index++), h);
   }
 }
+template class detail::AdamBase<false>;
+template class detail::AdamBase<true>;
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam(std::vector<Group>{Group{std::move(params), options}}) {}
+Adam::Adam(std::vector<Group> groups) : AdamBase("Adam", std::move(groups)) {}
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
     : AdamW(std::vector<Group>{Group{std::move(params), options}}) {}
-AdamW::AdamW(std::vector<Group> groups) : OptimizerBase("AdamW", std::move(groups)) {}
-
-void AdamW::step() {
-  validate_all();
-  detail::check_grads(*this);
-  NoGradGuard no_grad;
-  TraceSpan span("optimizer", groups_.front().params.front().device());
-  int64_t index = 0;
-  for (const Group& group : groups_) {
-    const auto h = hyper(group.options, /*decoupled=*/true);
-    for (const Tensor& p : group.params) detail::adam_update(p, mutable_state(index++), h);
-  }
-}
+AdamW::AdamW(std::vector<Group> groups) : AdamBase("AdamW", std::move(groups)) {}
 
 }  // namespace octo::optim

@@ -9,55 +9,52 @@
 
 namespace octo::optim {
 
+namespace detail {
+/// The options Adam and AdamW share. kDecoupledWeightDecay says how weight decay is applied: true
+/// (AdamW) shrinks the parameter, false (Adam) adds the L2 penalty to the gradient; it also sets
+/// weight_decay's default (1e-2 for AdamW, 0 for Adam, as PyTorch). A template rather than a base
+/// struct so that designated initializers ({.lr = 0.01}) keep naming every field.
+template <bool kDecoupledWeightDecay>
+struct AdamOptionsFor {
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = kDecoupledWeightDecay ? 1e-2 : 0.0;
+  bool amsgrad = false;
+  bool maximize = false;
+  /// true: one fused backend pass per parameter (Backend::adam_update); false: the update written
+  /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
+  /// and float64). Not an option by name: state_dict() neither saves nor restores it.
+  bool fused = true;
+
+  std::vector<OptionRef> refs() {
+    return {{"lr", &lr},
+            {"betas.0", &betas[0]},
+            {"betas.1", &betas[1]},
+            {"eps", &eps},
+            {"weight_decay", &weight_decay},
+            {"amsgrad", &amsgrad},
+            {"maximize", &maximize}};
+  }
+  void validate(const std::string& who) const;
+};
+
+/// What Adam and AdamW share: their step(), which differs only by the options' weight decay.
+template <bool kDecoupledWeightDecay>
+class AdamBase : public OptimizerBase<AdamOptionsFor<kDecoupledWeightDecay>> {
+ public:
+  using Optimizer::step;
+  void step() override;
+
+ protected:
+  using OptimizerBase<AdamOptionsFor<kDecoupledWeightDecay>>::OptimizerBase;
+};
+}  // namespace detail
+
 /// Adam's options; defaults as torch.optim.Adam.
-struct AdamOptions {
-  double lr = 1e-3;
-  std::array<double, 2> betas = {0.9, 0.999};
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  bool amsgrad = false;
-  bool maximize = false;
-  /// true: one fused backend pass per parameter (Backend::adam_update); false: the update written
-  /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
-  /// and float64). Not an option by name: state_dict() neither saves nor restores it.
-  bool fused = true;
-
-  std::vector<detail::OptionRef> refs() {
-    return {{"lr", &lr},
-            {"betas.0", &betas[0]},
-            {"betas.1", &betas[1]},
-            {"eps", &eps},
-            {"weight_decay", &weight_decay},
-            {"amsgrad", &amsgrad},
-            {"maximize", &maximize}};
-  }
-  void validate(const std::string& who) const;
-};
-
+using AdamOptions = detail::AdamOptionsFor<false>;
 /// AdamW's options: Adam's, with torch.optim.AdamW's default weight_decay of 1e-2.
-struct AdamWOptions {
-  double lr = 1e-3;
-  std::array<double, 2> betas = {0.9, 0.999};
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
-  bool amsgrad = false;
-  bool maximize = false;
-  /// true: one fused backend pass per parameter (Backend::adam_update); false: the update written
-  /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
-  /// and float64). Not an option by name: state_dict() neither saves nor restores it.
-  bool fused = true;
-
-  std::vector<detail::OptionRef> refs() {
-    return {{"lr", &lr},
-            {"betas.0", &betas[0]},
-            {"betas.1", &betas[1]},
-            {"eps", &eps},
-            {"weight_decay", &weight_decay},
-            {"amsgrad", &amsgrad},
-            {"maximize", &maximize}};
-  }
-  void validate(const std::string& who) const;
-};
+using AdamWOptions = detail::AdamOptionsFor<true>;
 
 /// Adam (Kingma & Ba), with PyTorch's update for each parameter p with gradient g at step t:
 ///
@@ -73,24 +70,20 @@ struct AdamWOptions {
 /// the backend's fused kernel; see docs/optim.md.
 ///
 ///   octo::optim::Adam opt(model->parameters(), {.lr = 3e-4, .betas = {0.9, 0.98}});
-class Adam : public OptimizerBase<AdamOptions> {
+class Adam : public detail::AdamBase<false> {
  public:
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
   explicit Adam(std::vector<Group> groups);
-  using Optimizer::step;
-  void step() override;
 };
 
 /// AdamW (Loshchilov & Hutter): Adam with decoupled weight decay. Instead of adding
 /// weight_decay * p to the gradient, each step first shrinks the parameter:
 ///   p = p * (1 - lr * weight_decay)
 /// then applies Adam's update without weight decay.
-class AdamW : public OptimizerBase<AdamWOptions> {
+class AdamW : public detail::AdamBase<true> {
  public:
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   explicit AdamW(std::vector<Group> groups);
-  using Optimizer::step;
-  void step() override;
 };
 
 namespace detail {
