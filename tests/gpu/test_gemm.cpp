@@ -10,6 +10,15 @@
 //   |gpu - ref| <= u |ref| + (1 + u) * 2 gamma_K * absref,
 // and the test takes the K term four times larger (tensor cores' float32 accumulation need not
 // round to nearest). A wrong layout or a sum kept in 16 bits misses this by orders of magnitude.
+//
+// linear's bias is the exception: it is copied into the output and the product accumulated onto
+// it (beta 1, the weight a transposed operand, one matrix). On an H200 with CUDA 13.0 cuBLAS then
+// rounded twice: 37 of 960 bfloat16 and 3 of 960 float16 outputs were off by up to 0.89 of the
+// output's ulp, past the half ulp of one rounding (docs/internals/cuda.md, "16-bit GEMM with
+// beta"); the bmm calls below with beta = -1.5 and row-major operands stayed within one rounding.
+// So that check passes `twice`, |x @ w^T| + |bias|, and allows one more rounding of that size:
+//   + u (1 + u) twice.
+// That is still under one ulp of the terms, far below what a layout error or 16-bit sums give.
 #include "gpu/gpu_main.h"
 
 #include <dlfcn.h>
@@ -17,6 +26,7 @@
 #include <octo/octo.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -49,22 +59,33 @@ double unit_roundoff(DType dt) { return dt == octo::kBFloat16 ? 0x1p-8 : 0x1p-11
 Tensor randn_rounded(const Shape& shape, DType dt) { return octo::randn(shape).to(dt); }
 
 /// Checks gpu (a 16-bit CUDA tensor) against ref (float32, CPU) elementwise with the bound of
-/// Note [Half GEMM tolerance]; absref is the same product of absolute values, k the sum length.
-void check_half(const Tensor& gpu, const Tensor& ref, const Tensor& absref, int64_t k) {
+/// Note [Half GEMM tolerance]; absref is the same product of absolute values, k the sum length,
+/// twice (when defined) the size of a second rounding cuBLAS may make (linear's bias). Prints how
+/// many elements needed that allowance.
+void check_half(const Tensor& gpu, const Tensor& ref, const Tensor& absref, int64_t k,
+                const Tensor& twice = Tensor()) {
   REQUIRE(gpu.device() == kGpu);
   REQUIRE(gpu.sizes() == ref.sizes());
   const double u = unit_roundoff(gpu.dtype());
   const double gamma = 4.0 * 2.0 * double(k + 2) * 0x1p-24;
   const std::vector<double> g = values(gpu), r = values(ref), ar = values(absref);
-  int bad = 0;
+  const std::vector<double> tw = twice.defined() ? values(twice) : std::vector<double>(g.size());
+  int bad = 0, second = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    const double tol = u * std::abs(r[i]) + (1 + u) * gamma * ar[i];
-    if (!(std::abs(g[i] - r[i]) <= tol) && ++bad <= 5) {  // !(<=): NaN fails too
+    const double once = u * std::abs(r[i]) + (1 + u) * gamma * ar[i];
+    const double tol = once + u * (1 + u) * tw[i];
+    const double err = std::abs(g[i] - r[i]);
+    if (err > once) ++second;
+    if (!(err <= tol) && ++bad <= 5) {  // !(<=): NaN fails too
       INFO("element " << i << ": gpu " << g[i] << " ref " << r[i] << " tol " << tol);
-      CHECK(std::abs(g[i] - r[i]) <= tol);
+      CHECK(err <= tol);
     }
   }
   CHECK(bad == 0);
+  if (twice.defined()) {
+    std::printf("check_half %s: %d of %zu elements past one rounding's bound\n",
+                std::string(octo::dtype_name(gpu.dtype())).c_str(), second, g.size());
+  }
 }
 
 /// ref = a @ b and absref = |a| @ |b| in float32 on the CPU, from 16-bit CPU operands.
@@ -184,23 +205,27 @@ TEST_CASE("cuda bf16/f16 bmm with alpha and beta (backend) and linear with bias"
     Tensor absref = absprod * std::abs(alpha) + octo::abs(c32) * std::abs(beta);
     auto& gpu = octo::kernels::backend(kGpu);
     {  // row-major output: cuBLAS reads and writes it in place
+      INFO("in place");
       Tensor out = c.to(kGpu);
       gpu.bmm(out.arg(), a.to(kGpu).arg(), b.to(kGpu).arg(), alpha, beta);
       check_half(out, ref, absref, k);
     }
     {  // a transposed output view is staged through a contiguous buffer, beta term included
       Tensor out_base = c.transpose(1, 2).contiguous().to(kGpu);  // [batch, n, m]
-      Tensor out = out_base.transpose(1, 2);                      // [batch, m, n], column-major
+      INFO("transposed output");
+      Tensor out = out_base.transpose(1, 2);  // [batch, m, n], column-major
       gpu.bmm(out.arg(), a.to(kGpu).arg(), b.to(kGpu).arg(), alpha, beta);
       check_half(out, ref, absref, k);
     }
     {  // beta == 0 ignores whatever the output held (NaN here): every element is written
+      INFO("beta 0");
       Tensor out = octo::full({batch, m, n}, std::numeric_limits<double>::quiet_NaN(),
                               {.dtype = dt, .device = kGpu});
       gpu.bmm(out.arg(), a.to(kGpu).arg(), b.to(kGpu).arg(), alpha, 0.0);
       check_half(out, prod * alpha, absprod * std::abs(alpha), k);
     }
     {  // k == 0: an empty sum leaves beta * out (scaled through float32 for 16-bit types)
+      INFO("k 0");
       Tensor out = c.to(kGpu);
       Tensor a0 = octo::zeros({batch, m, 0}, {.dtype = dt, .device = kGpu});
       Tensor b0 = octo::zeros({batch, 0, n}, {.dtype = dt, .device = kGpu});
@@ -213,7 +238,8 @@ TEST_CASE("cuda bf16/f16 bmm with alpha and beta (backend) and linear with bias"
       Tensor out = octo::linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu));
       auto [xw, absxw] = reference(x, w.t());
       Tensor bias32 = bias.to(octo::kFloat32);
-      check_half(out, xw + bias32, absxw + octo::abs(bias32), k);
+      INFO("linear with bias");
+      check_half(out, xw + bias32, absxw + octo::abs(bias32), k, octo::abs(xw) + octo::abs(bias32));
     }
   }
 }

@@ -46,8 +46,11 @@ void check_match(const Tensor& gpu, const Tensor& cpu, double tol, const char* w
   CHECK(bad == g.size());
 }
 
+/// A leaf that requires grad, with `values` on `device`. Detached first: on the CPU, to() returns
+/// `values` itself, and marking that would make the later GPU copy a non-leaf (whose grad() stays
+/// undefined, as in PyTorch).
 Tensor leaf_on(const Tensor& values, Device device) {
-  Tensor t = values.to(device);
+  Tensor t = values.detach().to(device);
   t.requires_grad_();
   return t;
 }
