@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -176,19 +177,36 @@ NamedTensors Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const NamedTensors& sd) {
-  const std::vector<Tensor> params = parameters();
-  const int64_t num_groups = num_param_groups();
+// Note [Loading a state dict]: load_state_dict reads and checks everything into a Loading before
+// it changes anything, in four steps: sort the keys into groups and per-parameter state (anything
+// else is an error); read each group's parameter ids and options; read and check each parameter's
+// state; then set the options, validate them (rolling back on failure) and commit.
+struct Optimizer::Loading {
+  using Entries = std::map<std::string, Tensor>;
+  std::map<int64_t, Entries> groups;                 // "param_groups.<g>.<rest>" by g, then rest
+  std::map<int64_t, Entries> states;                 // "state.<i>.<key>" by i, then key
+  std::unordered_map<int64_t, int64_t> id_to_index;  // saved parameter id -> our index
+  int64_t next_index = 0;
+  std::vector<std::vector<std::pair<detail::OptionRef, double>>> options;  // per group
+  std::vector<std::optional<double>> initial_lr;                           // per group
+  std::vector<ParamState> state;                                           // per parameter
+};
 
-  // 1. Sort the keys into groups and per-parameter state, rejecting anything else.
-  std::map<int64_t, std::map<std::string, Tensor>> groups;
-  std::map<int64_t, std::map<std::string, Tensor>> states;
+void Optimizer::load_state_dict(const NamedTensors& sd) {
+  Loading loading = sort_keys(sd);
+  for (int64_t g = 0; g < num_param_groups(); ++g) read_group(g, loading);
+  read_param_states(loading);
+  commit(loading);
+}
+
+Optimizer::Loading Optimizer::sort_keys(const NamedTensors& sd) const {
+  Loading loading;
   for (const auto& [key, t] : sd) {
     if (auto gk = split_key(key, "param_groups.")) {
-      OCTO_CHECK_VALUE(groups[gk->first].emplace(gk->second, t).second, name_,
+      OCTO_CHECK_VALUE(loading.groups[gk->first].emplace(gk->second, t).second, name_,
                        ".load_state_dict: duplicate key '", key, "'");
     } else if (auto sk = split_key(key, "state.")) {
-      OCTO_CHECK_VALUE(states[sk->first].emplace(sk->second, t).second, name_,
+      OCTO_CHECK_VALUE(loading.states[sk->first].emplace(sk->second, t).second, name_,
                        ".load_state_dict: duplicate key '", key, "'");
     } else {
       OCTO_THROW(ValueError, name_, ".load_state_dict: unexpected key '", key,
@@ -197,63 +215,66 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
   }
   // Groups must be numbered 0 .. n-1 (keys are distinct and sorted, so the largest says it all;
   // no arithmetic on a saved index, which may be anything up to INT64_MAX).
+  const auto& groups = loading.groups;
   OCTO_CHECK_VALUE(groups.empty() || groups.rbegin()->first == int64_t(groups.size()) - 1, name_,
                    ".load_state_dict: parameter group indices must be 0..", groups.size() - 1,
                    ", got a group numbered ", groups.empty() ? 0 : groups.rbegin()->first);
-  OCTO_CHECK_VALUE(static_cast<int64_t>(groups.size()) == num_groups, name_,
+  OCTO_CHECK_VALUE(static_cast<int64_t>(groups.size()) == num_param_groups(), name_,
                    ".load_state_dict: loaded state dict has ", groups.size(),
-                   " parameter groups, but the optimizer has ", num_groups);
+                   " parameter groups, but the optimizer has ", num_param_groups());
+  loading.options.resize(groups.size());
+  loading.initial_lr.resize(groups.size());
+  return loading;
+}
 
-  // 2. Per group: the parameter ids (saved id -> our index) and the options.
-  std::unordered_map<int64_t, int64_t> id_to_index;
-  std::vector<std::vector<std::pair<detail::OptionRef, double>>> new_options(num_groups);
-  std::vector<std::optional<double>> new_initial_lr(static_cast<size_t>(num_groups));
-  int64_t index = 0;
-  for (int64_t g = 0; g < num_groups; ++g) {
-    auto& entries = groups[g];
-    const std::string prefix = "param_groups." + std::to_string(g) + ".";
-    auto it = entries.find("params");
-    OCTO_CHECK_VALUE(it != entries.end(), name_, ".load_state_dict: missing key '", prefix,
+void Optimizer::read_group(int64_t g, Loading& loading) const {
+  Loading::Entries& entries = loading.groups[g];
+  const std::string prefix = "param_groups." + std::to_string(g) + ".";
+  auto it = entries.find("params");
+  OCTO_CHECK_VALUE(it != entries.end(), name_, ".load_state_dict: missing key '", prefix,
+                   "params'");
+  const Tensor& ids_t = it->second;
+  OCTO_CHECK_VALUE(ids_t.defined() && ids_t.dim() == 1, name_, ".load_state_dict: expected '",
+                   prefix, "params' to be a 1-d tensor of parameter indices");
+  const auto ids = ids_t.to(kCPU).to(kInt64).to_vector<int64_t>();
+  const int64_t n = static_cast<int64_t>(group_params(g).size());
+  OCTO_CHECK_VALUE(static_cast<int64_t>(ids.size()) == n, name_,
+                   ".load_state_dict: loaded state dict has ", ids.size(), " parameters in group ",
+                   g, ", but the optimizer's group has ", n,
+                   " (a state dict for a different model?)");
+  for (int64_t id : ids) {
+    OCTO_CHECK_VALUE(loading.id_to_index.emplace(id, loading.next_index++).second, name_,
+                     ".load_state_dict: parameter id ", id, " appears twice in '", prefix,
                      "params'");
-    const Tensor& ids_t = it->second;
-    OCTO_CHECK_VALUE(ids_t.defined() && ids_t.dim() == 1, name_, ".load_state_dict: expected '",
-                     prefix, "params' to be a 1-d tensor of parameter indices");
-    const auto ids = ids_t.to(kCPU).to(kInt64).to_vector<int64_t>();
-    const int64_t n = static_cast<int64_t>(group_params(g).size());
-    OCTO_CHECK_VALUE(static_cast<int64_t>(ids.size()) == n, name_,
-                     ".load_state_dict: loaded state dict has ", ids.size(),
-                     " parameters in group ", g, ", but the optimizer's group has ", n,
-                     " (a state dict for a different model?)");
-    for (int64_t id : ids) {
-      OCTO_CHECK_VALUE(id_to_index.emplace(id, index++).second, name_,
-                       ".load_state_dict: parameter id ", id, " appears twice in '", prefix,
-                       "params'");
-    }
-    entries.erase(it);
-    for (const auto& r : option_refs(g)) {
-      auto opt = entries.find(r.name);
-      OCTO_CHECK_VALUE(opt != entries.end(), name_, ".load_state_dict: missing key '", prefix,
-                       r.name, "' (a state dict of another optimizer?)");
-      new_options[static_cast<size_t>(g)].emplace_back(r,
-                                                       read_scalar(prefix + r.name, opt->second));
-      entries.erase(opt);
-    }
-    if (auto lr0 = entries.find("initial_lr"); lr0 != entries.end()) {
-      new_initial_lr[static_cast<size_t>(g)] = read_scalar(prefix + "initial_lr", lr0->second);
-      entries.erase(lr0);
-    }
-    OCTO_CHECK_VALUE(entries.empty(), name_, ".load_state_dict: unexpected key '", prefix,
-                     entries.empty() ? "" : entries.begin()->first, "'");
   }
+  entries.erase(it);
+  for (const auto& r : option_refs(g)) {
+    auto opt = entries.find(r.name);
+    OCTO_CHECK_VALUE(opt != entries.end(), name_, ".load_state_dict: missing key '", prefix, r.name,
+                     "' (a state dict of another optimizer?)");
+    loading.options[static_cast<size_t>(g)].emplace_back(r,
+                                                         read_scalar(prefix + r.name, opt->second));
+    entries.erase(opt);
+  }
+  if (auto lr0 = entries.find("initial_lr"); lr0 != entries.end()) {
+    loading.initial_lr[static_cast<size_t>(g)] = read_scalar(prefix + "initial_lr", lr0->second);
+    entries.erase(lr0);
+  }
+  OCTO_CHECK_VALUE(entries.empty(), name_, ".load_state_dict: unexpected key '", prefix,
+                   entries.empty() ? "" : entries.begin()->first, "'");
+}
 
-  // 3. State: every entry belongs to a known parameter and matches its shape.
-  std::vector<ParamState> new_state(params.size());
-  for (auto& [id, entries] : states) {
-    auto it = id_to_index.find(id);
-    OCTO_CHECK_VALUE(it != id_to_index.end(), name_, ".load_state_dict: state for parameter ", id,
+void Optimizer::read_param_states(Loading& loading) const {
+  const std::vector<Tensor> params = parameters();
+  loading.state.assign(params.size(), {});
+  for (auto& [id, entries] : loading.states) {
+    auto it = loading.id_to_index.find(id);
+    OCTO_CHECK_VALUE(it != loading.id_to_index.end(), name_,
+                     ".load_state_dict: state for parameter ", id,
                      ", which is in no parameter group of the state dict (the optimizer has ",
                      params.size(), " parameters)");
     const Tensor& p = params[static_cast<size_t>(it->second)];
+    ParamState& state = loading.state[static_cast<size_t>(it->second)];
     for (auto& [key, t] : entries) {
       OCTO_CHECK_VALUE(t.defined(), name_, ".load_state_dict: 'state.", id, ".", key,
                        "' is an undefined tensor");
@@ -262,7 +283,7 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
         OCTO_CHECK_VALUE(step >= 0 && step <= 9007199254740992.0 && step == std::floor(step), name_,
                          ".load_state_dict: 'state.", id, ".step' is ", step,
                          "; expected a whole number of steps in [0, 2^53]");
-        new_state[static_cast<size_t>(it->second)][key] = scalar_f64(step);
+        state[key] = scalar_f64(step);
         continue;
       }
       OCTO_CHECK_VALUE(t.sizes() == p.sizes(), name_, ".load_state_dict: 'state.", id, ".", key,
@@ -270,14 +291,16 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
                        p.sizes());
       OCTO_CHECK_VALUE(t.is_floating_point(), name_, ".load_state_dict: 'state.", id, ".", key,
                        "' holds ", t.dtype(), "; optimizer state is floating point");
-      new_state[static_cast<size_t>(it->second)][key] = t.to(p.device(), p.dtype()).clone();
+      state[key] = t.to(p.device(), p.dtype()).clone();
     }
   }
+}
 
-  // 4. Validate the new options, then commit.
+void Optimizer::commit(Loading& loading) {
+  const int64_t num_groups = num_param_groups();
   std::vector<std::vector<double>> old_options(static_cast<size_t>(num_groups));
   for (int64_t g = 0; g < num_groups; ++g)
-    for (auto& [r, v] : new_options[static_cast<size_t>(g)]) {
+    for (auto& [r, v] : loading.options[static_cast<size_t>(g)]) {
       old_options[static_cast<size_t>(g)].push_back(r.get());
       r.set(v);
     }
@@ -286,15 +309,15 @@ void Optimizer::load_state_dict(const NamedTensors& sd) {
   } catch (...) {
     for (int64_t g = 0; g < num_groups; ++g) {
       size_t k = 0;
-      for (auto& [r, v] : new_options[static_cast<size_t>(g)])
+      for (auto& [r, v] : loading.options[static_cast<size_t>(g)])
         r.set(old_options[static_cast<size_t>(g)][k++]);
     }
     throw;
   }
   for (int64_t g = 0; g < num_groups; ++g)
-    if (new_initial_lr[static_cast<size_t>(g)])
-      initial_lr_[static_cast<size_t>(g)] = new_initial_lr[static_cast<size_t>(g)];
-  state_ = std::move(new_state);
+    if (loading.initial_lr[static_cast<size_t>(g)])
+      initial_lr_[static_cast<size_t>(g)] = loading.initial_lr[static_cast<size_t>(g)];
+  state_ = std::move(loading.state);
 }
 
 }  // namespace octo::optim

@@ -121,6 +121,13 @@ class Optimizer {
   void check_group(int64_t group) const;
 
  private:
+  /// load_state_dict's steps, over what has been read so far (defined in optimizer.cpp).
+  struct Loading;
+  Loading sort_keys(const NamedTensors& state_dict) const;
+  void read_group(int64_t group, Loading& loading) const;
+  void read_param_states(Loading& loading) const;
+  void commit(Loading& loading);
+
   std::string name_;
   std::vector<ParamState> state_;
   std::vector<std::optional<double>> initial_lr_;
