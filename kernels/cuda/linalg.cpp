@@ -18,7 +18,9 @@
 //    output, CUBLAS_COMPUTE_32F and float alpha/beta: products and sums in float32, one rounding
 //    to the 16-bit type at the end. The handle sets
 //    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION so that split-K partial sums are also kept in
-//    float32 rather than the output type.
+//    float32 rather than the output type. With beta != 0 cuBLAS need not keep to one rounding:
+//    for linear's bias (beta 1, transposed weight) it rounded twice on an H200 with CUDA 13.0,
+//    up to 0.89 of the output's ulp (tests/gpu/test_gemm.cpp, docs/internals/cuda.md).
 //
 // Handles: one cublasHandle_t per (thread, device), created lazily, never destroyed, set to the
 // current stream before each call.
