@@ -1,10 +1,13 @@
 // DType sizes, names, promotion, and the 16-bit storage types' conversions.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include <octo/octo.h>
+
+#include "core/half.h"
 
 TEST_CASE("dtype sizes and names") {
   CHECK(octo::itemsize(octo::kFloat32) == 4);
@@ -82,4 +85,33 @@ TEST_CASE("dispatch_dtypes calls f with the dtype's type and names op and dtype 
       Catch::StartsWith(
           "probe is not implemented for dtype int32 on this backend yet (float32, float64 are)"));
   CHECK_FALSE(called);
+}
+
+TEST_CASE("Float16's conversions equal the portable ones bit for bit (F16C or not)") {
+  // Every binary16 value to float and back (NaNs excepted: their payloads are the portable path's
+  // by construction).
+  int widen_bad = 0, round_trip_bad = 0;
+  for (uint32_t b = 0; b < 0x10000u; ++b) {
+    octo::Float16 h;
+    h.bits = static_cast<uint16_t>(b);
+    const float f = h, want = octo::detail::half_bits_to_float(h.bits);
+    if (std::isnan(want)) continue;
+    if (std::memcmp(&f, &want, sizeof f) != 0) ++widen_bad;
+    if (octo::Float16(f).bits != h.bits) ++round_trip_bad;
+  }
+  CHECK(widen_bad == 0);
+  CHECK(round_trip_bad == 0);
+  // Floats in and around binary16's range, including ties, subnormals, overflow and infinities.
+  int narrow_bad = 0;
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 4099) {
+    const uint32_t x = static_cast<uint32_t>(u);
+    float f;
+    std::memcpy(&f, &x, sizeof f);
+    if (std::isnan(f)) continue;
+    if (octo::Float16(f).bits != octo::detail::float_to_half_bits(f)) ++narrow_bad;
+  }
+  for (float f : {65504.0f, 65520.0f, 65519.99f, 6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f,
+                  1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -0.0f, std::numeric_limits<float>::infinity()})
+    if (octo::Float16(f).bits != octo::detail::float_to_half_bits(f)) ++narrow_bad;
+  CHECK(narrow_bad == 0);
 }
