@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "core/device_hooks.h"
@@ -200,6 +201,7 @@ void run_inline(GraphTask& task) {
 /// One device's loop in a multi-device task (Note [Engine threads]).
 void drain_device(GraphTask& task, Device device) {
   GradModeGuard grad_mode(task.create_graph);
+  amp::StateGuard no_autocast{amp::State{}};  // backward runs in forward's dtypes (Note [Autocast])
   TraceSpan span("backward", device);
   CurrentTask scope(&task);
   std::unique_lock<std::mutex> lock(task.mutex);
@@ -285,6 +287,7 @@ void execute(GraphTask& task, const TensorList& roots, const TensorList& grad_ro
   // device work]): the calling thread runs every node, in tape order.
   if (devices.size() <= 1 || DeviceWorker::in_worker_thread()) {
     GradModeGuard grad_mode(task.create_graph);  // Note [create_graph]
+    amp::StateGuard no_autocast{amp::State{}};   // Note [Autocast]
     TraceSpan span("backward", devices.empty() ? kCPU : *devices.begin());
     run_inline(task);
   } else {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <numbers>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops/loss.h"
@@ -268,6 +269,11 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options) {
+  if (amp::Cast cast{"nll_loss", input}) {  // Note [Autocast]
+    NLLLossOptions cast_o = options;
+    cast_o.weight = cast(options.weight);
+    return nll_loss(cast(input), target, cast_o);
+  }
   const char* op = "nll_loss";
   nn::detail::check_reduction(options.reduction, op);
   check_float_input(input, op);
@@ -286,6 +292,11 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
+  if (amp::Cast cast{"cross_entropy", input}) {  // Note [Autocast]
+    CrossEntropyOptions cast_o = o;
+    cast_o.weight = cast(o.weight);
+    return cross_entropy(cast(input), cast(target), cast_o);
+  }
   const char* op = "cross_entropy";
   nn::detail::check_reduction(o.reduction, op);
   check_float_input(input, op);
@@ -299,6 +310,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  if (amp::Cast cast{"mse_loss", input}) return mse_loss(cast(input), cast(target), reduction);
   nn::detail::check_reduction(reduction, "mse_loss");
   check_float_input(input, "mse_loss");
   check_same_shape(input, target, "mse_loss");
@@ -306,6 +318,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  if (amp::Cast cast{"l1_loss", input}) return l1_loss(cast(input), cast(target), reduction);
   nn::detail::check_reduction(reduction, "l1_loss");
   check_float_input(input, "l1_loss");
   check_same_shape(input, target, "l1_loss");
@@ -314,6 +327,8 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                       double beta) {
+  if (amp::Cast cast{"smooth_l1_loss", input})
+    return smooth_l1_loss(cast(input), cast(target), reduction, beta);
   nn::detail::check_reduction(reduction, "smooth_l1_loss");
   check_float_input(input, "smooth_l1_loss");
   check_same_shape(input, target, "smooth_l1_loss");
@@ -326,6 +341,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                   double delta) {
+  if (amp::Cast cast{"huber_loss", input})
+    return huber_loss(cast(input), cast(target), reduction, delta);
   nn::detail::check_reduction(reduction, "huber_loss");
   check_float_input(input, "huber_loss");
   check_same_shape(input, target, "huber_loss");
@@ -336,6 +353,11 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& 
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCEOptions& options) {
+  if (amp::Cast cast{"binary_cross_entropy", input}) {  // Note [Autocast]
+    BCEOptions cast_o = options;
+    cast_o.weight = cast(options.weight);
+    return binary_cross_entropy(cast(input), cast(target), cast_o);
+  }
   const char* op = "binary_cross_entropy";
   nn::detail::check_reduction(options.reduction, op);
   check_float_input(input, op);
@@ -377,6 +399,12 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsOptions& options) {
+  if (amp::Cast cast{"binary_cross_entropy_with_logits", input}) {  // Note [Autocast]
+    BCEWithLogitsOptions cast_o = options;
+    cast_o.weight = cast(options.weight);
+    cast_o.pos_weight = cast(options.pos_weight);
+    return binary_cross_entropy_with_logits(cast(input), cast(target), cast_o);
+  }
   const char* op = "binary_cross_entropy_with_logits";
   nn::detail::check_reduction(options.reduction, op);
   check_float_input(input, op);

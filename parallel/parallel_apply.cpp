@@ -1,6 +1,7 @@
 // parallel_apply over DeviceWorkers.
 #include "parallel/parallel_apply.h"
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "core/device_worker.h"
 #include "core/error.h"
@@ -17,8 +18,10 @@ std::vector<nn::Value> parallel_apply(const std::vector<std::shared_ptr<nn::Modu
   std::vector<Device> used(devices.begin(), devices.begin() + static_cast<int64_t>(modules.size()));
   std::vector<nn::Value> outputs(modules.size());
   const bool grad_enabled = autograd::GradMode::is_enabled();
+  const amp::State autocast = amp::state();
   auto run_replica = [&](size_t i) {
-    GradModeGuard grad_mode(grad_enabled);  // the caller's mode, on the worker's thread
+    GradModeGuard grad_mode(grad_enabled);  // the caller's modes, on the worker's thread
+    amp::StateGuard autocast_state(autocast);
     TraceSpan span("forward", used[i]);
     outputs[i] = modules[i]->forward_values(inputs[i]);
   };

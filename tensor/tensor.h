@@ -254,6 +254,18 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op = "dim");
 /// devices, a and b!" unless all defined tensors share a device.
 void check_same_device(std::initializer_list<const Tensor*> tensors);
 void check_same_device(const std::vector<Tensor>& tensors);
+/// One operand of a check_floating call: its name in the error message, and its dtype.
+struct NamedDType {
+  const char* name;
+  DType dtype;
+};
+/// The dtype rule of a primitive (convolution, pooling, batch norm, cross-entropy, products):
+/// `dt`, the operands' common dtype, must be floating. float32 and float64 run everywhere;
+/// bfloat16 and float16 on the CPU (Note [16-bit on the CPU]) and on CUDA only where
+/// `cuda_half` (the CUDA kernel has them). A non-floating dtype is a ValueError naming each
+/// operand's dtype; a 16-bit one on a device without the kernel is a NotImplementedError.
+void check_floating(const char* op, DType dt, Device device,
+                    std::initializer_list<NamedDType> operands, bool cuda_half = false);
 }  // namespace detail
 
 }  // namespace octo

@@ -1,6 +1,7 @@
 // conv2d: argument checks, the forward through the backend, and its backward beside it.
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops/nn_ops.h"
 #include "autograd/ops/reduce.h"
@@ -69,6 +70,8 @@ Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& input, const Sha
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
               std::array<int64_t, 2> dilation, int64_t groups) {
+  if (amp::Cast cast{"conv2d", input})  // Note [Autocast]
+    return conv2d(cast(input), cast(weight), cast(bias), stride, padding, dilation, groups);
   OCTO_CHECK_VALUE(input.defined() && weight.defined(), "conv2d: input and weight must be defined");
   detail::check_same_device({&input, &weight, &bias});
   OCTO_CHECK_VALUE(
@@ -105,10 +108,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   }
   DType dt = promote_types(input.dtype(), weight.dtype());
   if (bias.defined()) dt = promote_types(dt, bias.dtype());
-  OCTO_CHECK_VALUE(dt == kFloat32 || dt == kFloat64,
-                   "conv2d: expected float32 or float64 tensors, got input ", input.dtype(),
-                   ", weight ", weight.dtype(), ", bias ",
-                   bias.defined() ? dtype_name(bias.dtype()) : "(none)");
+  if (bias.defined()) {
+    detail::check_floating(
+        "conv2d", dt, input.device(),
+        {{"input", input.dtype()}, {"weight", weight.dtype()}, {"bias", bias.dtype()}});
+  } else {
+    detail::check_floating("conv2d", dt, input.device(),
+                           {{"input", input.dtype()}, {"weight", weight.dtype()}});
+  }
 
   const int64_t OH = floor_div(H + 2 * padding[0] - dilation[0] * (kH - 1) - 1, stride[0]) + 1;
   const int64_t OW = floor_div(W + 2 * padding[1] - dilation[1] * (kW - 1) - 1, stride[1]) + 1;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/inplace.h"
 #include "autograd/ops/sum_to.h"
@@ -268,6 +269,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
+  if (amp::Cast cast{"pow", a}) return pow(cast(a), cast(exponent));  // Note [Autocast]
   Tensor out = arith("pow", BinaryOp::Pow, a, exponent);
   Input ia(a), ib(exponent);
   return autograd::record(
@@ -283,6 +285,7 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
 }
 
 Tensor pow(const Tensor& a, Scalar exponent) {
+  if (amp::Cast cast{"pow", a}) return pow(cast(a), exponent);  // Note [Autocast]
   check_inputs("pow", {&a});
   DType dt = result_type(a.dtype(), exponent);
   OCTO_CHECK_VALUE(is_floating(dt) || exponent.to_int() >= 0,
@@ -348,22 +351,26 @@ Tensor sign(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (amp::Cast cast{"exp", x}) return exp(cast(x));  // Note [Autocast]
   Tensor out = float_unary("exp", UnaryOp::Exp, x);
   return record_unary("ExpBackward", out, x, {out},
                       [](const Tensor& g, const TensorList& s) { return g * s[0]; });
 }
 
 Tensor log(const Tensor& x) {
+  if (amp::Cast cast{"log", x}) return log(cast(x));  // Note [Autocast]
   return record_unary("LogBackward", float_unary("log", UnaryOp::Log, x), x, {x},
                       [](const Tensor& g, const TensorList& s) { return g / s[0]; });
 }
 
 Tensor log1p(const Tensor& x) {
+  if (amp::Cast cast{"log1p", x}) return log1p(cast(x));  // Note [Autocast]
   return record_unary("Log1pBackward", float_unary("log1p", UnaryOp::Log1p, x), x, {x},
                       [](const Tensor& g, const TensorList& s) { return g / (s[0] + 1); });
 }
 
 Tensor expm1(const Tensor& x) {
+  if (amp::Cast cast{"expm1", x}) return expm1(cast(x));  // Note [Autocast]
   Tensor out = float_unary("expm1", UnaryOp::Expm1, x);
   return record_unary("Expm1Backward", out, x, {out},
                       [](const Tensor& g, const TensorList& s) { return g * (s[0] + 1); });
@@ -376,6 +383,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  if (amp::Cast cast{"rsqrt", x}) return rsqrt(cast(x));  // Note [Autocast]
   Tensor out = float_unary("rsqrt", UnaryOp::Rsqrt, x);
   return record_unary("RsqrtBackward", out, x, {out}, [](const Tensor& g, const TensorList& s) {
     return g * (s[0] * s[0] * s[0]) * -0.5;
@@ -400,6 +408,7 @@ Tensor square(const Tensor& x) {
 }
 
 Tensor reciprocal(const Tensor& x) {
+  if (amp::Cast cast{"reciprocal", x}) return reciprocal(cast(x));  // Note [Autocast]
   Tensor out = float_unary("reciprocal", UnaryOp::Reciprocal, x);
   return record_unary("ReciprocalBackward", out, x, {out},
                       [](const Tensor& g, const TensorList& s) { return -(g * s[0] * s[0]); });
@@ -470,6 +479,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
+  if (amp::Cast cast{"softplus", x}) return softplus(cast(x), beta, threshold);  // Note [Autocast]
   Tensor out = float_unary("softplus", UnaryOp::Softplus, x, beta, threshold);
   // d/dx = sigmoid(beta * x), or 1 where the forward returned x itself (torch's rule)
   return record_unary("SoftplusBackward", out, x, {x},

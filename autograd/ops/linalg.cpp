@@ -6,6 +6,7 @@
 // with sum_to.
 #include "autograd/ops/linalg.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops/reduce.h"
@@ -25,13 +26,12 @@ DType check_operands(const char* op, const Tensor& a, const Tensor& b) {
   return promote_types(a.dtype(), b.dtype());
 }
 
-/// float32 and float64 on every device; bfloat16 and float16 also on CUDA devices, where cuBLAS
-/// multiplies them (the CPU backend's GEMM has no 16-bit types). a and b share a device.
-void check_floating(const char* op, DType dt, const Tensor& a, const Tensor& b) {
-  const bool half = dt == kBFloat16 || dt == kFloat16;
-  OCTO_CHECK_VALUE(dt == kFloat32 || dt == kFloat64 || (half && a.device().is_cuda()), op,
-                   ": expected float32 or float64 tensors, got ", a.dtype(), " and ", b.dtype(),
-                   half ? " (bfloat16 and float16 are supported on CUDA devices only)" : "");
+/// float32 and float64 on every device; bfloat16 and float16 too (staged through float32 on the
+/// CPU, cuBLAS on CUDA). a and b share a device; the error calls them input and `b_name`.
+void check_floating(const char* op, DType dt, const Tensor& a, const Tensor& b,
+                    const char* b_name = "other") {
+  detail::check_floating(op, dt, a.device(), {{"input", a.dtype()}, {b_name, b.dtype()}},
+                         /*cuda_half=*/true);
 }
 
 /// The kernel-side view of a 2-d or 3-d tensor as 3-d: [rows, cols] -> [1, rows, cols].
@@ -119,6 +119,7 @@ Tensor reduce_to(const Tensor& x, const Shape& shape) {
 }  // namespace
 
 Tensor mm(const Tensor& a_in, const Tensor& b_in) {
+  if (amp::Cast cast{"mm", a_in}) return mm(cast(a_in), cast(b_in));  // Note [Autocast]
   DType dt = check_operands("mm", a_in, b_in);
   OCTO_CHECK_VALUE(a_in.dim() == 2 && b_in.dim() == 2, "mm: expected 2-d tensors, got ",
                    a_in.sizes(), " and ", b_in.sizes());
@@ -137,6 +138,7 @@ Tensor mm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  if (amp::Cast cast{"bmm", a_in}) return bmm(cast(a_in), cast(b_in));  // Note [Autocast]
   DType dt = check_operands("bmm", a_in, b_in);
   OCTO_CHECK_VALUE(a_in.dim() == 3 && b_in.dim() == 3, "bmm: expected 3-d tensors, got ",
                    a_in.sizes(), " and ", b_in.sizes());
@@ -159,6 +161,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  if (amp::Cast cast{"matmul", a_in}) return matmul(cast(a_in), cast(b_in));  // Note [Autocast]
   DType dt = check_operands("matmul", a_in, b_in);
   const int64_t da = a_in.dim(), db = b_in.dim();
   OCTO_CHECK_VALUE(da >= 1 && db >= 1, "matmul: both arguments need to be at least 1-d, got ",
@@ -216,6 +219,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 Tensor Tensor::matmul(const Tensor& other) const { return octo::matmul(*this, other); }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
+  if (amp::Cast cast{"linear", x_in})  // Note [Autocast]
+    return linear(cast(x_in), cast(w_in), cast(bias_in));
   DType dt = check_operands("linear", x_in, w_in);
   if (bias_in.defined()) {
     detail::check_same_device({&x_in, &w_in, &bias_in});
@@ -232,7 +237,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
   OCTO_CHECK_VALUE(!bias_in.defined() || (bias_in.dim() == 1 && bias_in.size(0) == out_f),
                    "linear: expected bias of shape [", out_f, "], got ",
                    bias_in.defined() ? bias_in.sizes() : Shape{});
-  check_floating("linear", dt, x_in, w_in);
+  check_floating("linear", dt, x_in, w_in, "weight");
   Tensor x = x_in.to(dt), w = w_in.to(dt);
   Tensor bias = bias_in.defined() ? bias_in.to(dt) : Tensor();
 

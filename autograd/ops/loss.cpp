@@ -1,6 +1,7 @@
 // cross_entropy_per_sample: checks, forward through the fused backend primitive, and backward.
 #include "autograd/ops/loss.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
@@ -22,10 +23,7 @@ void check_arguments(const Tensor& logits, const Tensor& target, const Tensor& w
   OCTO_CHECK_VALUE(logits.defined(), op, ": logits are undefined");
   OCTO_CHECK_VALUE(logits.dim() == 2, op, ": expected logits of shape [N, C], got ",
                    logits.sizes());
-  if (logits.dtype() != kFloat32 && logits.dtype() != kFloat64) {
-    OCTO_THROW(NotImplementedError, op, ": not implemented for logits of dtype ", logits.dtype(),
-               " (float32 and float64 are)");
-  }
+  octo::detail::check_floating(op, logits.dtype(), logits.device(), {{"logits", logits.dtype()}});
   OCTO_CHECK_VALUE(target.defined(), op, ": target is undefined");
   OCTO_CHECK_VALUE(target.dtype() == kInt64, op,
                    ": expected target of class indices with dtype int64, got ", target.dtype());
@@ -101,12 +99,19 @@ Tensor logits_grad_composite(const Tensor& g, const Tensor& x, const Tensor& tar
 
 Tensor cross_entropy_per_sample(const Tensor& logits, const Tensor& target, const Tensor& weight,
                                 int64_t ignore_index, double label_smoothing) {
+  if (amp::Cast cast{"cross_entropy", logits}) {  // Note [Autocast]
+    return cross_entropy_per_sample(cast(logits), target, cast(weight), ignore_index,
+                                    label_smoothing);
+  }
   check_arguments(logits, target, weight, label_smoothing);
   const kernels::CrossEntropyParams p{.ignore_index = ignore_index,
                                       .label_smoothing = label_smoothing};
   const int64_t n = logits.size(0);
   Tensor loss = detail::make_empty({n}, logits.dtype(), logits.device());
-  Tensor lse = detail::make_empty({n}, logits.dtype(), logits.device());  // logsumexp per row
+  // The logsumexp per row, which backward reuses: float32 for 16-bit logits, so that the
+  // softmax backward recomputes from it is not rounded twice (Note [16-bit on the CPU]).
+  const bool half = logits.dtype() == kBFloat16 || logits.dtype() == kFloat16;
+  Tensor lse = detail::make_empty({n}, half ? kFloat32 : logits.dtype(), logits.device());
   if (n > 0) {
     kernels::backend(logits.device())
         .cross_entropy_forward(loss.arg(), lse.arg(), logits.arg(), target.arg(), weight.arg(), p);

@@ -5,6 +5,7 @@
 // elementwise); in eval the running statistics are constants and the backward is the elementwise
 // g * w * invstd, written in tensor ops. layer_norm is a composite of differentiable ops
 // (mean, var, rsqrt, mul, add) and needs no backward of its own.
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/nn_ops.h"
@@ -20,13 +21,17 @@ namespace {
 
 /// Checks that an optional per-channel tensor (weight, bias, running stats) is [C] with the
 /// input's dtype.
+/// A [C] parameter or statistic: the input's dtype, or float32 beside a 16-bit input (as under
+/// autocast, where BatchNorm2d keeps float32 parameters and statistics).
 void check_channel_param(const Tensor& t, const char* name, int64_t channels, DType dtype) {
   if (!t.defined()) return;
   OCTO_CHECK_VALUE(t.dim() == 1 && t.size(0) == channels, "batch_norm: expected ", name,
                    " of shape [", channels, "] (one value per channel of the input), got ",
                    t.sizes());
-  OCTO_CHECK_VALUE(t.dtype() == dtype, "batch_norm: expected ", name, " to have the input's dtype ",
-                   dtype, ", got ", t.dtype());
+  const bool half = dtype == kBFloat16 || dtype == kFloat16;
+  OCTO_CHECK_VALUE(t.dtype() == dtype || (half && t.dtype() == kFloat32), "batch_norm: expected ",
+                   name, " to have the input's dtype ", dtype, half ? " or float32" : "", ", got ",
+                   t.dtype());
 }
 
 /// [1, C, 1, ...] with ndim dims: a [C] tensor viewed this way broadcasts over [N, C, *].
@@ -69,9 +74,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   OCTO_CHECK_VALUE(input.dim() >= 2,
                    "batch_norm: expected input of shape [N, C, *] with at least 2 dims, got ",
                    input.sizes());
-  OCTO_CHECK_VALUE(input.dtype() == kFloat32 || input.dtype() == kFloat64,
-                   "batch_norm: expected a float32 or float64 input, got ", input.dtype());
   detail::check_same_device({&input, &running_mean, &running_var, &weight, &bias});
+  detail::check_floating("batch_norm", input.dtype(), input.device(), {{"input", input.dtype()}});
   const int64_t channels = input.size(1);
   check_channel_param(weight, "weight", channels, input.dtype());
   check_channel_param(bias, "bias", channels, input.dtype());
@@ -93,9 +97,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
   const Device device = input.device();
   const DType dtype = input.dtype();
+  // The batch statistics stay in float32 for a 16-bit input (Note [16-bit on the CPU]).
+  const DType stat_dtype = dtype == kBFloat16 || dtype == kFloat16 ? kFloat32 : dtype;
   Tensor out = detail::make_empty(input.sizes(), dtype, device);
-  Tensor save_mean = detail::make_empty({channels}, dtype, device);
-  Tensor save_invstd = detail::make_empty({channels}, dtype, device);
+  Tensor save_mean = detail::make_empty({channels}, stat_dtype, device);
+  Tensor save_invstd = detail::make_empty({channels}, stat_dtype, device);
   {
     // The running statistics are buffers: updated in place outside the graph.
     NoGradGuard no_grad;
@@ -111,11 +117,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const bool need_input = input.requires_grad();
   const bool need_weight = weight.defined() && weight.requires_grad();
   const bool need_bias = bias.defined() && bias.requires_grad();
+  // Each parameter's gradient has the parameter's dtype (float32 beside a 16-bit input).
+  const DType weight_dtype = weight.defined() ? weight.dtype() : dtype;
+  const DType bias_dtype = bias.defined() ? bias.dtype() : dtype;
   if (training) {
     // Saved: input [N, C, *], weight [C] (may be undefined), save_mean [C], save_invstd [C].
     return autograd::record("NativeBatchNormBackward", out, {input, weight, bias},
                             {input, weight, save_mean, save_invstd},
-                            [need_input, need_weight, need_bias, eps](
+                            [need_input, need_weight, need_bias, eps, weight_dtype, bias_dtype](
                                 const TensorList& g, const TensorList& s) -> TensorList {
                               const Tensor& x = s[0];
                               const Tensor go =
@@ -126,8 +135,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                               Tensor gi, gw, gb;
                               if (need_input)
                                 gi = detail::make_empty(x.sizes(), x.dtype(), x.device());
-                              if (need_weight) gw = detail::make_empty({c}, x.dtype(), x.device());
-                              if (need_bias) gb = detail::make_empty({c}, x.dtype(), x.device());
+                              if (need_weight)
+                                gw = detail::make_empty({c}, weight_dtype, x.device());
+                              if (need_bias) gb = detail::make_empty({c}, bias_dtype, x.device());
                               kernels::backend(x.device())
                                   .batch_norm_backward(gi.arg(), gw.arg(), gb.arg(), go.arg(),
                                                        x.arg(), s[1].arg(), s[2].arg(), s[3].arg());
@@ -144,8 +154,10 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                             const Shape dims = non_channel_dims(x.dim());
                             const Tensor invstd = rsqrt(rv + eps);  // [C]
                             Tensor gi, gw, gb;
-                            if (need_input)
+                            if (need_input) {
                               gi = g[0] * (w.defined() ? w * invstd : invstd).view(bshape);
+                              if (gi.dtype() != x.dtype()) gi = gi.to(x.dtype());
+                            }
                             if (need_weight)
                               gw = sum(g[0] * ((x - rm.view(bshape)) * invstd.view(bshape)), dims);
                             if (need_bias) gb = sum(g[0], dims);
@@ -155,6 +167,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (amp::Cast cast{"layer_norm", input})  // Note [Autocast]
+    return layer_norm(cast(input), normalized_shape, cast(weight), cast(bias), eps);
   OCTO_CHECK_VALUE(input.defined(), "layer_norm: input is undefined");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   OCTO_CHECK_VALUE(

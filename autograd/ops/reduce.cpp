@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops/elementwise.h"
@@ -161,6 +162,7 @@ Tensor arg_extreme(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (amp::Cast cast{"sum", x}) return sum(cast(x), dims, keepdim);  // Note [Autocast]
   std::vector<bool> mask = reduce_mask(x, dims, "sum");
   return sum_masked(x, mask, result_shape(x, mask, keepdim));
 }
@@ -181,6 +183,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
+  if (amp::Cast cast{"prod", x}) return prod(cast(x), dim, keepdim);  // Note [Autocast]
   int64_t d = detail::wrap_dim(dim, x.dim(), "prod");
   std::vector<bool> mask = dim_mask(x, d);
   DType dtype = is_integral(x.dtype(), /*include_bool=*/true) ? kInt64 : x.dtype();
@@ -246,6 +249,7 @@ Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 }
 
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
+  if (amp::Cast cast{"logsumexp", x}) return logsumexp(cast(x), dim, keepdim);  // Note [Autocast]
   check_floating(x, "logsumexp");
   int64_t d = detail::wrap_dim(dim, x.dim(), "logsumexp");
   // Shift by the (constant) max for stability; an infinite max shifts by 0 so that all -inf

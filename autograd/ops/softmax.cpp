@@ -1,4 +1,5 @@
 // softmax and log_softmax, forward and backward (the backward is itself a differentiable op).
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/nn_ops.h"
@@ -61,8 +62,14 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (amp::Cast cast{"softmax", x}) return softmax(cast(x), dim);  // Note [Autocast]
+  return softmax_impl(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (amp::Cast cast{"log_softmax", x}) return log_softmax(cast(x), dim);  // Note [Autocast]
+  return softmax_impl(x, dim, true);
+}
 Tensor Tensor::softmax(int64_t dim) const { return octo::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return octo::log_softmax(*this, dim); }
 

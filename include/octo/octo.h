@@ -19,6 +19,7 @@
 #include "tensor/safetensors.h"
 #include "tensor/tensor.h"
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"

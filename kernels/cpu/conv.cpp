@@ -14,6 +14,7 @@
 
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/im2col.h"
 
 namespace octo::kernels {
@@ -225,6 +226,12 @@ void check_args(const TensorArg& a, const TensorArg& b, const TensorArg& c, cons
 void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
                                 const TensorArg& weight, const TensorArg& bias,
                                 const Conv2dParams& p) {
+  if (cpu::any_half({&out, &input, &weight, &bias})) {  // Note [16-bit on the CPU]
+    cpu::Float32Staging s;
+    conv2d_forward(s.output(out), s.input(input), s.input(weight), s.input(bias), p);
+    s.finish();
+    return;
+  }
   check_args(out, input, weight, "conv2d_forward");
   OCTO_INTERNAL_ASSERT(!bias.defined() || (bias.ndim == 1 && bias.dtype == out.dtype));
   if (out.numel() == 0) return;
@@ -234,6 +241,12 @@ void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
 
 void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const TensorArg& grad_out,
                                        const TensorArg& weight, const Conv2dParams& p) {
+  if (cpu::any_half({&grad_input, &grad_out, &weight})) {  // Note [16-bit on the CPU]
+    cpu::Float32Staging s;
+    conv2d_backward_input(s.output(grad_input), s.input(grad_out), s.input(weight), p);
+    s.finish();
+    return;
+  }
   check_args(grad_input, grad_out, weight, "conv2d_backward_input");
   if (grad_input.numel() == 0) return;
   OCTO_DISPATCH_FLOATING(grad_input.dtype, "conv2d_backward_input",
@@ -242,6 +255,12 @@ void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const Tensor
 
 void CpuBackend::conv2d_backward_weight(const TensorArg& grad_weight, const TensorArg& grad_out,
                                         const TensorArg& input, const Conv2dParams& p) {
+  if (cpu::any_half({&grad_weight, &grad_out, &input})) {  // Note [16-bit on the CPU]
+    cpu::Float32Staging s;
+    conv2d_backward_weight(s.output(grad_weight), s.input(grad_out), s.input(input), p);
+    s.finish();
+    return;
+  }
   check_args(grad_weight, grad_out, input, "conv2d_backward_weight");
   if (grad_weight.numel() == 0) return;
   OCTO_DISPATCH_FLOATING(grad_weight.dtype, "conv2d_backward_weight",

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/float32_staging.h"
 #include "octo_config.h"
 
 #if defined(_OPENMP)
@@ -300,6 +301,12 @@ void bmm_impl(const TensorArg& out, const TensorArg& a, const TensorArg& b, doub
 
 void CpuBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg& b, double alpha,
                      double beta) {
+  if (cpu::any_half({&out, &a, &b})) {  // Note [16-bit on the CPU]
+    cpu::Float32Staging s;
+    bmm(s.output(out, beta != 0.0), s.input(a), s.input(b), alpha, beta);
+    s.finish();
+    return;
+  }
   OCTO_INTERNAL_ASSERT(out.ndim == 3 && a.ndim == 3 && b.ndim == 3);
   OCTO_INTERNAL_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype);
   OCTO_INTERNAL_ASSERT(a.sizes[0] == out.sizes[0] && b.sizes[0] == out.sizes[0] &&

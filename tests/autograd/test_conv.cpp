@@ -145,8 +145,10 @@ TEST_CASE("conv2d rejects bad arguments", "[conv][autograd]") {
                       Contains("groups must be positive"));
   Tensor xi = octo::zeros({2, 4, 6, 6}, {.dtype = octo::kInt64});
   REQUIRE_THROWS_AS(octo::conv2d(xi, w.to(octo::kInt64)), octo::ValueError);
-  REQUIRE_THROWS_WITH(octo::conv2d(xi, w.to(octo::kInt64)),
-                      Contains("expected float32 or float64"));
+  REQUIRE_THROWS_WITH(
+      octo::conv2d(xi, w.to(octo::kInt64)),
+      Contains(
+          "expected floating-point tensors (float32, float64, bfloat16 or float16), got input int64, weight int64"));
 }
 
 TEST_CASE("conv2d rejects tensors on different devices", "[conv][autograd]") {
