@@ -60,6 +60,17 @@ void add_common_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag(
       "--distributed", o.distributed,
       "One process per device, started by mpirun or srun: DistributedDataParallel over MPI (cpu) or NCCL (--device cuda); --batch-size is per process");
+  app.add_option(
+         "--amp", o.amp,
+         "Mixed precision: off, bf16 or fp16 (octo::autocast: convolutions and linear layers in 16 bits, the loss in float32; fp16 adds a GradScaler)")
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}))
+      ->capture_default_str();
+}
+
+std::optional<octo::DType> amp_dtype(const TrainOptions& o) {
+  if (o.amp == "bf16") return octo::kBFloat16;
+  if (o.amp == "fp16") return octo::kFloat16;
+  return std::nullopt;
 }
 
 static octo::Device parse_device(const std::string& spec, const std::string& flag) {
@@ -93,6 +104,17 @@ static void check_save_target(const std::string& path) {
     throw CLI::ValidationError("--save", "'" + path + "' exists and is not a regular file");
 }
 
+// --amp needs 16-bit kernels for every op a model runs; the CUDA backend has its 16-bit GEMM but
+// not yet its 16-bit elementwise, convolution and pooling kernels (docs/mixed-precision.md).
+static void check_amp_devices(const TrainOptions& o, const std::vector<octo::Device>& devices) {
+  if (o.amp == "off") return;
+  for (const octo::Device& d : devices)
+    if (d.is_cuda())
+      throw CLI::ValidationError(
+          "--amp", "mixed precision runs on CPU devices only so far, got " + d.str() +
+                       " (the CUDA backend has no 16-bit elementwise or convolution kernels yet)");
+}
+
 std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
   std::vector<octo::Device> out;
   if (o.distributed) {
@@ -102,6 +124,7 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
           "cannot be combined with --distributed (each process uses one device; start one process per device)");
     check_save_target(o.save);
     octo::Device wanted = parse_device(o.device, "--device");
+    check_amp_devices(o, {wanted});
     namespace dist = octo::distributed;
     if (!dist::is_available())
       throw CLI::ValidationError("--distributed", "octo was built without MPI");
@@ -129,6 +152,7 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
       out.push_back(d);
     }
   }
+  check_amp_devices(o, out);
   return out;
 }
 

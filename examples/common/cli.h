@@ -1,6 +1,7 @@
 // The command-line flags shared by the training examples, and turning them into devices.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,14 @@ struct TrainOptions {
   int64_t stop_after = 0;       // 0: run to --epochs
   bool detect_anomaly = false;  // octo::DetectAnomalyGuard for the whole run: names a NaN's op
   bool distributed = false;     // one process per device: DistributedDataParallel (mpirun / srun)
+  std::string amp = "off";      // off, bf16 or fp16: octo::autocast (and a GradScaler for fp16)
 };
 
+/// --amp's dtype: none for "off".
+std::optional<octo::DType> amp_dtype(const TrainOptions& opts);
+
 /// Adds --data --device --devices --epochs --batch-size --lr --seed --save --resume --threads
-/// --limit --csv --plot --workers --stop-after --distributed to `app`.
+/// --limit --csv --plot --workers --stop-after --distributed --detect-anomaly --amp to `app`.
 void add_common_flags(CLI::App& app, TrainOptions& opts);
 
 /// The devices to train on: --devices when given, else --device. Throws CLI::ValidationError

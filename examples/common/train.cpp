@@ -56,7 +56,23 @@ double correct(const octo::Tensor& logits, const octo::Tensor& target) {
   return octo::eq(logits.argmax(1), target).to(octo::kFloat64).sum().item<double>();
 }
 
-EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64_t epochs) {
+/// The forward pass and loss under --amp's autocast (none when off).
+struct Forward {
+  octo::Tensor out, loss;
+};
+Forward forward_and_loss(octo::nn::Module& fwd, const octo::Tensor& x, const octo::Tensor& y,
+                         const F::CrossEntropyOptions& loss_options,
+                         std::optional<octo::DType> amp) {
+  std::optional<octo::autocast> cast;
+  if (amp) cast.emplace(*amp);
+  Forward f;
+  f.out = fwd.forward(x);
+  f.loss = F::cross_entropy(f.out, y, loss_options);  // float32 under autocast
+  return f;
+}
+
+EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, octo::GradScaler& scaler,
+                      std::optional<octo::DType> amp, int64_t epoch, int64_t epochs) {
   s.model->train();
   EpochResult r;
   double loss_sum = 0, correct_sum = 0;
@@ -72,8 +88,7 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
     octo::Tensor x = batch.data.to(s.devices[0], /*non_blocking=*/true);
     octo::Tensor y = batch.target.to(s.devices[0], /*non_blocking=*/true);
     s.optimizer->zero_grad();
-    octo::Tensor out = fwd.forward(x);
-    octo::Tensor loss = F::cross_entropy(out, y, s.loss_options);
+    auto [out, loss] = forward_and_loss(fwd, x, y, s.loss_options, amp);
     const double loss_value = loss.item<double>();
     if (!std::isfinite(loss_value)) {
       throw octo::ValueError(
@@ -82,8 +97,9 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
           std::to_string(s.train_loader->size()) +
           " (before its backward and step, so the weights are those of the batch before); lower --lr, or check the data (--detect-anomaly names the op that first produces a NaN or Inf)");
     }
-    loss.backward();
-    s.optimizer->step();
+    scaler.scale(loss).backward();  // the loss itself unless --amp fp16
+    scaler.step(*s.optimizer);      // skips a step whose gradients overflowed
+    scaler.update();
     if (s.scheduler) s.scheduler->step();
     int64_t n = x.size(0);
     loss_sum += loss_value * n;
@@ -106,7 +122,7 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, int64_t epoch, int64
   return r;
 }
 
-EpochResult evaluate(TrainSetup& s, octo::nn::Module& fwd) {
+EpochResult evaluate(TrainSetup& s, octo::nn::Module& fwd, std::optional<octo::DType> amp) {
   s.model->eval();
   octo::NoGradGuard no_grad;
   EpochResult r;
@@ -116,8 +132,8 @@ EpochResult evaluate(TrainSetup& s, octo::nn::Module& fwd) {
   for (const auto& batch : *s.test_loader) {
     octo::Tensor x = batch.data.to(s.devices[0], /*non_blocking=*/true);
     octo::Tensor y = batch.target.to(s.devices[0], /*non_blocking=*/true);
-    octo::Tensor out = fwd.forward(x);
-    loss_sum += F::cross_entropy(out, y, plain).item<double>();
+    auto [out, loss] = forward_and_loss(fwd, x, y, plain, amp);
+    loss_sum += loss.item<double>();
     correct_sum += correct(out, y);
     r.samples += x.size(0);
   }
@@ -182,6 +198,9 @@ int train(const TrainOptions& opts, TrainSetup& s) {
     fwd = std::make_shared<dist::DistributedDataParallel>(s.model);
   else if (s.devices.size() > 1)
     fwd = std::make_shared<octo::parallel::DataParallel>(s.model, s.devices);
+  // --amp: autocast around each forward; fp16 also scales the loss (bf16 has float32's range).
+  const std::optional<octo::DType> amp = amp_dtype(opts);
+  octo::GradScaler scaler({.enabled = amp == octo::kFloat16});
   std::string where;
   for (const auto& d : s.devices) {
     if (!where.empty()) where += ",";
@@ -192,6 +211,9 @@ int train(const TrainOptions& opts, TrainSetup& s) {
              " processes (DistributedDataParallel over " + dist::default_group()->backend_name() +
              ", " + std::to_string(octo::get_num_threads()) +
              (octo::get_num_threads() == 1 ? " thread" : " threads") + " each)";
+  if (amp)
+    where += std::string(", mixed precision ") +
+             (*amp == octo::kFloat16 ? "float16 (autocast and GradScaler)" : "bfloat16 (autocast)");
   // Rank 0 speaks for the job: it prints, writes the CSV, the plot and the checkpoints.
   const bool main_rank = is_main_rank();
   std::ostream& out = main_rank ? std::cout : null_stream();
@@ -214,9 +236,9 @@ int train(const TrainOptions& opts, TrainSetup& s) {
   for (int64_t epoch = state.epoch; epoch < opts.epochs; ++epoch) {
     s.train_loader->set_epoch(static_cast<uint64_t>(epoch));
     auto t0 = std::chrono::steady_clock::now();
-    EpochResult tr = run_epoch(s, *fwd, epoch, opts.epochs);
+    EpochResult tr = run_epoch(s, *fwd, scaler, amp, epoch, opts.epochs);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EpochResult te = evaluate(s, *fwd);
+    EpochResult te = evaluate(s, *fwd, amp);
     EpochMetrics m{epoch + 1, tr.loss, tr.acc, te.loss, te.acc, secs, tr.samples / secs};
     history.push_back(m);
     if (main_rank) {

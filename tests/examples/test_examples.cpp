@@ -46,6 +46,25 @@ TEST_CASE("mnist: the MLP learns easy generated data", "[examples]") {
   fs::remove_all(d);
 }
 
+TEST_CASE("mnist: --amp bf16 and fp16 train under autocast", "[examples]") {
+  fs::path d = make_mnist("amp", 512, 128);
+  for (const char* amp : {"bf16", "fp16"}) {
+    INFO(amp);
+    Run r = run(bin("mnist/mnist") + " --model mlp --data " + d.string() +
+                " --epochs 2 --batch-size 32 --threads 1 --seed 3 --amp " + amp);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find(std::string("mixed precision ") +
+                     (amp == std::string("bf16") ? "bfloat16 (autocast)"
+                                                 : "float16 (autocast and GradScaler)")) !=
+          std::string::npos);
+    CHECK(final_accuracy(r.out) > 80.0);  // as the float32 run above
+  }
+  Run bad = run(bin("mnist/mnist") + " --amp bf17");
+  CHECK(bad.rc == 2);
+  CHECK(bad.out.find("--amp: bf17 not in {off,bf16,fp16}") != std::string::npos);
+  fs::remove_all(d);
+}
+
 TEST_CASE("mnist: CNN on two devices with --limit, --csv and --plot", "[examples]") {
   fs::path d = make_mnist("cnn_dp", 200, 100);
   fs::path csv = d / "m.csv", svg = d / "m.svg";
