@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,10 +109,11 @@ void bench_conv(bool quick) {
 
 /// Samples/s of one training step (zero_grad, forward, cross-entropy, backward, SGD with Nesterov
 /// momentum 0.9 and weight decay 5e-4, as the examples) on one fixed random batch, median over
-/// timed steps after warm-up. `runner` is the model itself or a DataParallel around it.
+/// timed steps after warm-up. `runner` is the model itself or a DataParallel around it; `amp`
+/// runs forward and loss under octo::autocast in that dtype, as the examples' --amp.
 double train_rate(const std::shared_ptr<nn::Module>& model, nn::Module& runner,
                   const octo::Shape& shape, const F::CrossEntropyOptions& loss_options, int warmup,
-                  int reps) {
+                  int reps, std::optional<octo::DType> amp = std::nullopt) {
   octo::manual_seed(0);
   model->train();
   octo::optim::SGD opt(model->parameters(),
@@ -121,7 +123,12 @@ double train_rate(const std::shared_ptr<nn::Module>& model, nn::Module& runner,
   double s = time_median(
       [&] {
         opt.zero_grad();
-        Tensor loss = F::cross_entropy(runner.forward(x), y, loss_options);
+        Tensor loss;
+        {
+          std::optional<octo::autocast> cast;
+          if (amp) cast.emplace(*amp);
+          loss = F::cross_entropy(runner.forward(x), y, loss_options);
+        }
         loss.backward();
         opt.step();
       },
@@ -137,6 +144,7 @@ void bench_train(bool quick) {
     std::function<std::shared_ptr<nn::Module>()> make;
     F::CrossEntropyOptions loss;
     int reps;
+    std::optional<octo::DType> amp = std::nullopt;
   };
   std::vector<Row> rows = {
       {"train_mlp", {batch, 1, 28, 28}, [] { return std::make_shared<examples::Mlp>(); }, {}, 50},
@@ -145,6 +153,12 @@ void bench_train(bool quick) {
        [] { return std::make_shared<examples::LeNet>(2, true); },
        {},
        20},
+      {"train_cnn_bf16",
+       {batch, 1, 28, 28},
+       [] { return std::make_shared<examples::LeNet>(2, true); },
+       {},
+       20,
+       octo::kBFloat16},
       {"train_cifar10",
        {batch, 3, 32, 32},
        [] { return std::make_shared<examples::ResNet9>(16); },
@@ -154,7 +168,7 @@ void bench_train(bool quick) {
   for (auto& r : rows) {
     int reps = quick ? std::max(3, r.reps / 4) : r.reps;
     auto model = r.make();
-    double rate = train_rate(model, *model, r.shape, r.loss, quick ? 2 : 5, reps);
+    double rate = train_rate(model, *model, r.shape, r.loss, quick ? 2 : 5, reps, r.amp);
     emit(r.name, "batch 128", rate, "samples/s", reps);
   }
 }

@@ -78,7 +78,7 @@ def conv(torch, emit, quick):
     emit("conv2d", "128x12x14x14 * 32x12x5x5", flops / s / 1e9, "GFLOP/s", reps)
 
 
-def train_rate(torch, model, shape, label_smoothing, warmup, reps):
+def train_rate(torch, model, shape, label_smoothing, warmup, reps, amp=None):
     """Samples/s of zero_grad + forward + cross-entropy + backward + SGD (Nesterov momentum 0.9,
     weight decay 5e-4, as the examples) on one fixed random batch, median of the timed steps."""
     torch.manual_seed(0)
@@ -90,7 +90,8 @@ def train_rate(torch, model, shape, label_smoothing, warmup, reps):
 
     def step():
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y, label_smoothing=label_smoothing)
+        with torch.autocast("cpu", dtype=amp or torch.bfloat16, enabled=amp is not None):
+            loss = torch.nn.functional.cross_entropy(model(x), y, label_smoothing=label_smoothing)
         loss.backward()
         opt.step()
 
@@ -101,13 +102,15 @@ def train(torch, emit, quick):
     import bench_torch as twins  # tools/bench_torch.py: the examples' models in PyTorch
 
     nn = torch.nn
-    rows = [("train_mlp", (128, 1, 28, 28), lambda: twins.mlp(nn), 0.0, 50),
-            ("train_cnn", (128, 1, 28, 28), lambda: twins.lenet(nn, 2, True), 0.0, 20),
-            ("train_cifar10", (128, 3, 32, 32), lambda: twins.resnet9(nn, 16), 0.2, 5)]
-    for name, shape, make, smoothing, reps in rows:
+    rows = [("train_mlp", (128, 1, 28, 28), lambda: twins.mlp(nn), 0.0, 50, None),
+            ("train_cnn", (128, 1, 28, 28), lambda: twins.lenet(nn, 2, True), 0.0, 20, None),
+            ("train_cnn_bf16", (128, 1, 28, 28), lambda: twins.lenet(nn, 2, True), 0.0, 20,
+             torch.bfloat16),
+            ("train_cifar10", (128, 3, 32, 32), lambda: twins.resnet9(nn, 16), 0.2, 5, None)]
+    for name, shape, make, smoothing, reps, amp in rows:
         if quick:
             reps = max(3, reps // 4)
-        rate = train_rate(torch, make(), shape, smoothing, 2 if quick else 5, reps)
+        rate = train_rate(torch, make(), shape, smoothing, 2 if quick else 5, reps, amp)
         emit(name, "batch 128", rate, "samples/s", reps)
 
 
