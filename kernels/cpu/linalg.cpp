@@ -31,6 +31,7 @@
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/float32_staging.h"
+#include "kernels/cpu/omp_threads.h"
 #include "octo_config.h"
 
 #if defined(_OPENMP)
@@ -52,27 +53,7 @@ constexpr int64_t kSmallGemm = int64_t{128} * 128 * 128;
 // Multiply-adds per parallel_for chunk at least (~5 us), so tiny work stays on one thread.
 constexpr int64_t kMinChunkWork = int64_t{1} << 18;
 
-/// Sets the calling thread's OpenMP thread count (what Eigen's GEMM reads) while alive.
-class OmpThreadsGuard {
- public:
-  explicit OmpThreadsGuard(int n) {
-#if defined(_OPENMP)
-    previous_ = omp_get_max_threads();
-    if (n != previous_) omp_set_num_threads(n);
-#endif
-    (void)n;
-  }
-  ~OmpThreadsGuard() {
-#if defined(_OPENMP)
-    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
-#endif
-  }
-  OmpThreadsGuard(const OmpThreadsGuard&) = delete;
-  OmpThreadsGuard& operator=(const OmpThreadsGuard&) = delete;
-
- private:
-  int previous_ = 1;
-};
+using cpu::OmpThreadsGuard;
 
 /// How one [rows, cols] matrix with strides (rs, cs) can be handed to Eigen without a copy.
 struct Layout {
