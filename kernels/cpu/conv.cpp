@@ -1,4 +1,6 @@
-// CPU conv2d forward and backward: im2col + Eigen GEMM, parallel over the batch.
+// CPU conv2d forward and backward: oneDNN's primitives for float32 and bfloat16 when octo is
+// built with oneDNN (conv_dnnl.cpp), else (and for float64) im2col + Eigen GEMM, parallel over
+// the batch.
 //
 // Threading: when the batch has at least as many samples as we have threads (and enough work),
 // samples are split across threads and each runs single-threaded Eigen products (Eigen's GEMM
@@ -13,9 +15,11 @@
 #include <vector>
 
 #include "core/threads.h"
+#include "kernels/cpu/conv_dnnl.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/omp_threads.h"
 
 namespace octo::kernels {
 
@@ -30,17 +34,7 @@ using MapMat = Eigen::Map<RowMat<T>>;
 template <typename T>
 using MapConstMat = Eigen::Map<const RowMat<T>>;
 
-/// Sets the calling thread's OpenMP thread count (Eigen reads it) for a scope.
-class OmpThreadScope {
- public:
-  explicit OmpThreadScope(int n) : previous_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~OmpThreadScope() { omp_set_num_threads(previous_); }
-  OmpThreadScope(const OmpThreadScope&) = delete;
-  OmpThreadScope& operator=(const OmpThreadScope&) = delete;
-
- private:
-  int previous_;
-};
+using OmpThreadScope = cpu::OmpThreadsGuard;
 
 /// A per-thread scratch buffer of at least n elements of T, reused across calls.
 template <typename T>
@@ -226,7 +220,8 @@ void check_args(const TensorArg& a, const TensorArg& b, const TensorArg& c, cons
 void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
                                 const TensorArg& weight, const TensorArg& bias,
                                 const Conv2dParams& p) {
-  if (cpu::any_half({&out, &input, &weight, &bias})) {  // Note [16-bit on the CPU]
+  if (cpu::dnnl_conv2d_forward(out, input, weight, bias, p)) return;  // Note [oneDNN convolution]
+  if (cpu::any_half({&out, &input, &weight, &bias})) {                // Note [16-bit on the CPU]
     cpu::Float32Staging s;
     conv2d_forward(s.output(out), s.input(input), s.input(weight), s.input(bias), p);
     s.finish();
@@ -241,6 +236,7 @@ void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
 
 void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const TensorArg& grad_out,
                                        const TensorArg& weight, const Conv2dParams& p) {
+  if (cpu::dnnl_conv2d_backward_input(grad_input, grad_out, weight, p)) return;
   if (cpu::any_half({&grad_input, &grad_out, &weight})) {  // Note [16-bit on the CPU]
     cpu::Float32Staging s;
     conv2d_backward_input(s.output(grad_input), s.input(grad_out), s.input(weight), p);
@@ -255,6 +251,7 @@ void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const Tensor
 
 void CpuBackend::conv2d_backward_weight(const TensorArg& grad_weight, const TensorArg& grad_out,
                                         const TensorArg& input, const Conv2dParams& p) {
+  if (cpu::dnnl_conv2d_backward_weight(grad_weight, grad_out, input, p)) return;
   if (cpu::any_half({&grad_weight, &grad_out, &input})) {  // Note [16-bit on the CPU]
     cpu::Float32Staging s;
     conv2d_backward_weight(s.output(grad_weight), s.input(grad_out), s.input(input), p);
