@@ -5,6 +5,7 @@
 // window (zeroing the plane first), the natural order on one thread and the reference the CUDA
 // backend's gather form reproduces.
 #include <algorithm>
+#include <limits>
 
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -28,9 +29,53 @@ void for_each_plane(int64_t N, int64_t C, int64_t work, Fn fn) {
   });
 }
 
+/// The common 2x2 window with stride 2 and no padding or dilation, over unit-stride rows: the
+/// same comparisons as pool::max_at in the same order (a NaN wins, ties keep the first), with
+/// the window bounds known, so the loop is four loads and compares per output.
+template <typename T>
+bool max_forward_2x2(const TensorArg& out, const TensorArg& indices, const TensorArg& input,
+                     const Pool2dParams& p) {
+  const bool plain = p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
+                     p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 &&
+                     p.dilation[1] == 1 && input.strides[3] == 1 && out.strides[3] == 1 &&
+                     indices.strides[3] == 1;
+  const int64_t H = input.sizes[2], W = input.sizes[3], OH = out.sizes[2], OW = out.sizes[3];
+  if (!plain || 2 * OH > H || 2 * OW > W) return false;  // ceil_mode's partial windows
+  for_each_plane(input.sizes[0], input.sizes[1], OH * OW * 4, [&](int64_t n, int64_t c) {
+    const auto in = plane<const T>(input, n, c);
+    const auto o = plane<T>(out, n, c);
+    const auto idx = plane<int64_t>(indices, n, c);
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const T* r0 = &in.at(2 * oh, 0);
+      const T* r1 = &in.at(2 * oh + 1, 0);
+      T* orow = &o.at(oh, 0);
+      int64_t* irow = &idx.at(oh, 0);
+      const int64_t base = 2 * oh * W;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w = 2 * ow;
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t at = base + w;
+        const T v[4] = {r0[w], r0[w + 1], r1[w], r1[w + 1]};
+        const int64_t i[4] = {base + w, base + w + 1, base + W + w, base + W + w + 1};
+        for (int k = 0; k < 4; ++k) {
+          // As pool::max_at (v != v: NaN), written as selects: the winner's place is random in
+          // real data, so a branch here mispredicts about half the time.
+          const bool take = v[k] > best || v[k] != v[k];
+          best = take ? v[k] : best;
+          at = take ? i[k] : at;
+        }
+        orow[ow] = best;
+        irow[ow] = at;
+      }
+    }
+  });
+  return true;
+}
+
 template <typename T>
 void max_forward_impl(const TensorArg& out, const TensorArg& indices, const TensorArg& input,
                       const Pool2dParams& p) {
+  if (max_forward_2x2<T>(out, indices, input, p)) return;
   const int64_t N = input.sizes[0], C = input.sizes[1], H = input.sizes[2], W = input.sizes[3];
   const int64_t OH = out.sizes[2], OW = out.sizes[3];
   for_each_plane(N, C, OH * OW * p.kernel[0] * p.kernel[1], [&](int64_t n, int64_t c) {

@@ -420,3 +420,47 @@ TEST_CASE("pooling kernels accept an empty batch", "[pool][kernels]") {
   REQUIRE_NOTHROW(be.avg_pool2d_backward(gx.arg(), y.arg(), c.params()));
   REQUIRE(gx.numel() == 0);
 }
+
+TEST_CASE("the 2x2 stride-2 max pooling path keeps the general rules: ties, NaN, -inf, odd sizes",
+          "[pool][kernels]") {
+  auto& be = octo::kernels::cpu_backend();
+  for (bool ceil : {false, true}) {
+    // 7 x 9: floor drops the last row and column; ceil_mode's partial windows take the
+    // general path, which must agree too.
+    PoolConfig c{2, 3, 7, 9, 2, 2, 2, 2, 0, 0, 1, 1, ceil, true};
+    std::mt19937 gen(11);
+    std::vector<double> v(static_cast<size_t>(c.N * c.C * c.H * c.W));
+    for (double& x : v) x = static_cast<double>(gen() % 3);  // many ties
+    const int64_t OH = out_len(c.H, 2, 2, 0, 1, ceil), OW = out_len(c.W, 2, 2, 0, 1, ceil);
+    auto pool = [&](const Tensor& x) {
+      Tensor y = octo::empty({c.N, c.C, OH, OW}, {.dtype = x.dtype()});
+      Tensor idx = octo::empty({c.N, c.C, OH, OW}, {.dtype = octo::kInt64});
+      be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params());
+      return std::make_pair(y.to_vector<double>(), idx.to_vector<int64_t>());
+    };
+    for (octo::DType dt : {octo::kFloat32, octo::kFloat64}) {
+      INFO("ceil_mode " << ceil << ", " << dt);
+      const MaxRef ref = ref_max(c, v);
+      const auto [y, idx] = pool(octo::tensor(v, {c.N, c.C, c.H, c.W}).to(dt));
+      check_close(y, ref.out, 0);
+      REQUIRE(idx == ref.idx);
+      // NaNs (two in one window: the later wins) and a window of -inf, against the general
+      // path, which a tensor with non-unit column stride takes.
+      std::vector<double> w = v;
+      w[2] = w[12] = std::numeric_limits<double>::quiet_NaN();  // (0, 2) and (1, 3)
+      w[40] = std::numeric_limits<double>::quiet_NaN();
+      for (size_t i : {size_t(72), size_t(73), size_t(81), size_t(82)})
+        w[i] = -std::numeric_limits<double>::infinity();
+      const Tensor x = octo::tensor(w, {c.N, c.C, c.H, c.W}).to(dt);
+      const Tensor strided = x.transpose(2, 3).contiguous().transpose(2, 3);
+      REQUIRE(strided.strides()[3] != 1);
+      const auto [yf, idf] = pool(x);
+      const auto [yg, idg] = pool(strided);
+      REQUIRE(idf == idg);
+      for (size_t i = 0; i < yf.size(); ++i)
+        REQUIRE((yf[i] == yg[i] || (std::isnan(yf[i]) && std::isnan(yg[i]))));
+      REQUIRE(std::isnan(yf[1]));  // plane 0, oh 0, ow 1: its window holds both NaNs
+      REQUIRE(idf[1] == 12);
+    }
+  }
+}
