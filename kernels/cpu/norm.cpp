@@ -109,6 +109,20 @@ void set_param(const TensorArg& t, int64_t c, double v) {
   if (t.defined()) t.data_as<T>()[c * t.strides[0]] = static_cast<T>(v);
 }
 
+/// The sum over s < S of f(s) in double, kept in 8 interleaved partial sums that are added in a
+/// fixed order at the end. One running sum is a chain of dependent adds (the compiler may not
+/// reorder them); eight independent ones become vector adds. Deterministic for a given S.
+template <typename F>
+double lane_sum(int64_t S, F f) {
+  double acc[8] = {};
+  int64_t s = 0;
+  for (; s + 8 <= S; s += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += f(s + k);
+  double tail = 0.0;
+  for (; s < S; ++s) tail += f(s);
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
 /// Grain for parallel_for over channels: at least ~kGrain elements of work per chunk.
 int64_t channel_grain(int64_t per_channel) {
   return std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(per_channel, 1));
@@ -163,14 +177,14 @@ void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_
                 }
                 double sum = 0.0;
                 for (int64_t n = 0; n < N; ++n)
-                  for (int64_t s = 0; s < S; ++s) sum += static_cast<double>(x[xi.at(n, c, s)]);
+                  sum += lane_sum(S, [&](int64_t s) { return double(x[xi.at(n, c, s)]); });
                 mean = sum / static_cast<double>(count);
                 double sq = 0.0;
                 for (int64_t n = 0; n < N; ++n)
-                  for (int64_t s = 0; s < S; ++s) {
+                  sq += lane_sum(S, [&](int64_t s) {
                     const double d = static_cast<double>(x[xi.at(n, c, s)]) - mean;
-                    sq += d * d;
-                  }
+                    return d * d;
+                  });
                 const double var = sq / static_cast<double>(count);  // biased: used to normalise
                 invstd = 1.0 / std::sqrt(var + eps);
                 set_param<scalar_t>(save_mean, c, mean);
@@ -237,12 +251,12 @@ void CpuBackend::batch_norm_backward(const TensorArg& grad_input, const TensorAr
               const double invstd = param<scalar_t>(save_invstd, c, 0.0);
               // sum(g) and sum(g * xhat), xhat = (x - mean) * invstd
               double sum_g = 0.0, sum_gx = 0.0;
-              for (int64_t n = 0; n < N; ++n)
-                for (int64_t s = 0; s < S; ++s) {
-                  const double gv = static_cast<double>(g[goi.at(n, c, s)]);
-                  sum_g += gv;
-                  sum_gx += gv * (static_cast<double>(x[xi.at(n, c, s)]) - mean);
-                }
+              for (int64_t n = 0; n < N; ++n) {
+                sum_g += lane_sum(S, [&](int64_t s) { return double(g[goi.at(n, c, s)]); });
+                sum_gx += lane_sum(S, [&](int64_t s) {
+                  return double(g[goi.at(n, c, s)]) * (double(x[xi.at(n, c, s)]) - mean);
+                });
+              }
               sum_gx *= invstd;
               set_param<scalar_t>(grad_weight, c, sum_gx);
               set_param<scalar_t>(grad_bias, c, sum_g);
