@@ -20,11 +20,11 @@ struct TrainOptions {
   double lr = 0.0;  // 0: the example's default
   uint64_t seed = 0;
   std::string save, resume, csv, plot;
-  int threads = 0;    // 0: all cores
-  int64_t limit = 0;  // 0: every example
-  size_t workers = 1;
-  int64_t width = 0;            // 0: the example's default
-  int64_t stop_after = 0;       // 0: run to --epochs
+  int threads = 0;         // 0: all cores
+  int64_t limit = 0;       // 0: every example
+  size_t workers = 0;      // 0: batches are prepared on the training thread (PyTorch's default)
+  int64_t width = 0;       // 0: the example's default
+  int64_t stop_after = 0;  // 0: run to --epochs
   bool detect_anomaly = false;  // octo::DetectAnomalyGuard for the whole run: names a NaN's op
   bool distributed = false;     // one process per device: DistributedDataParallel (mpirun / srun)
   std::string amp = "off";      // off, bf16 or fp16: octo::autocast (and a GradScaler for fp16)
