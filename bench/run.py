@@ -125,6 +125,11 @@ def main():
                 torch_skipped = o
             else:
                 notes.append(f"torch_cpu ({t} thr): {o}")
+        if t == 1:  # libtorch's C++ API, for the per-op overhead row (skips without torch)
+            r, other = run_json_lines([os.path.join(HERE, "libtorch_op_overhead.sh"), "1"] + quick,
+                                      t, timeout)
+            results += r
+            notes += [f"libtorch_op_overhead: {o}" for o in other]
         rate, why = mnist_epoch(builddir, t, timeout)
         if rate is None:
             notes.append(f"mnist mlp epoch ({t} thr): {why}")
@@ -165,6 +170,10 @@ def main():
     o, p = get("octo", "op_overhead", 1), get("torch", "op_overhead", 1)
     ratio = p / o if o and p else None
     add("per-op overhead, 8x8 add fwd+bwd (us/op)", 1, o, p, ratio, ">= 1.0x",
+        None if ratio is None else ratio >= 1.0, "us/op")
+    lt = get("libtorch", "op_overhead", 1)
+    ratio = lt / o if o and lt else None
+    add("per-op overhead vs libtorch C++ (us/op)", 1, o, lt, ratio, ">= 1.0x",
         None if ratio is None else ratio >= 1.0, "us/op")
     for t in THREADS:
         add("FP32 peak, FMA loop (GFLOP/s)", t, get("octo", "fp32_peak", t), None, None, "-",
