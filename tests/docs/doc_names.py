@@ -163,7 +163,7 @@ class Programs:
         self.tree = tree
         self.sources = {}  # program name -> files
         for p in tree.files:
-            if p.startswith("tools/") and p.endswith((".sh", ".py")):
+            if p.startswith(("tools/", "bench/")) and p.endswith((".sh", ".py")):
                 self.sources[p] = {p}
         for build in [p for p in tree.text if p.endswith("meson.build")]:
             folder = os.path.dirname(build)
@@ -177,9 +177,11 @@ class Programs:
                                                                       "examples/common/"))}
                 self.sources[os.path.join(folder, name)] = files & tree.files
         # A script that runs one of the programs takes its flags too (tools/train_mnist.sh).
-        for p in [x for x in self.sources if x.startswith("tools/")]:
+        scripts = [x for x in self.sources if x.startswith(("tools/", "bench/")) and
+                   x.endswith((".sh", ".py"))]
+        for p in scripts:
             for other in list(self.sources):
-                if other != p and not other.startswith("tools/") and other in tree.text[p]:
+                if other != p and other not in scripts and other in tree.text[p]:
                     self.sources[p] |= self.sources[other]
 
     def find(self, token):
@@ -190,7 +192,7 @@ class Programs:
         if t.startswith("examples/") and os.path.join(t, os.path.basename(t)) in self.sources:
             return os.path.join(t, os.path.basename(t))  # `examples/mnist`: the folder's program
         for name in self.sources:  # `mnist`, `bench_sgemm`: a program by its own name
-            if not name.startswith("tools/") and os.path.basename(name) == t:
+            if not name.endswith((".sh", ".py")) and os.path.basename(name) == t:
                 return name
         return None
 
