@@ -69,8 +69,6 @@ thread_local State tls_state;
 
 int slot(DeviceType type) { return type == DeviceType::CUDA ? 1 : 0; }
 
-bool is_half(DType t) { return t == kBFloat16 || t == kFloat16; }
-
 }  // namespace
 
 std::span<const OpPolicy> op_policies() { return kOpPolicies; }
@@ -123,11 +121,9 @@ Tensor Cast::operator()(const Tensor& t) const {
 namespace octo {
 
 amp::State AutocastGuard::with(DeviceType type, DType dtype, bool enabled, amp::State s) {
-  OCTO_CHECK_VALUE(dtype == kBFloat16 || dtype == kFloat16,
-                   "autocast: expected dtype bfloat16 or float16, got ", dtype);
-  const int i = type == DeviceType::CUDA ? 1 : 0;
-  s.enabled[i] = enabled;
-  s.dtype[i] = dtype;
+  OCTO_CHECK_VALUE(is_half(dtype), "autocast: expected dtype bfloat16 or float16, got ", dtype);
+  s.enabled[amp::slot(type)] = enabled;
+  s.dtype[amp::slot(type)] = dtype;
   return s;
 }
 

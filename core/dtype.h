@@ -33,6 +33,8 @@ std::ostream& operator<<(std::ostream& os, DType t);
 inline bool is_floating(DType t) {
   return t == kFloat32 || t == kFloat64 || t == kBFloat16 || t == kFloat16;
 }
+/// bfloat16 or float16: the 16-bit floating types, stored in 16 bits and computed in float.
+inline bool is_half(DType t) { return t == kBFloat16 || t == kFloat16; }
 inline bool is_integral(DType t, bool include_bool = false) {
   return t == kInt64 || t == kInt32 || t == kUInt8 || (include_bool && t == kBool);
 }

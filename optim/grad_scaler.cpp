@@ -25,8 +25,6 @@ void check_options(double init_scale, double growth_factor, double backoff_facto
                    growth_interval);
 }
 
-bool is_16bit(DType dt) { return dt == kFloat16 || dt == kBFloat16; }
-
 }  // namespace
 
 GradScaler::GradScaler(GradScalerOptions options)
@@ -43,7 +41,7 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   if (!enabled_) return loss;
   OCTO_CHECK_VALUE(loss.is_floating_point(),
                    "GradScaler.scale: expected a floating-point loss, got ", loss.dtype());
-  const Tensor l = is_16bit(loss.dtype()) ? loss.to(kFloat32) : loss;
+  const Tensor l = is_half(loss.dtype()) ? loss.to(kFloat32) : loss;
   return l * scale_;
 }
 

@@ -214,7 +214,7 @@ void check_same_device(const std::vector<Tensor>& tensors) {
 void check_floating(const char* op, DType dt, Device device,
                     std::initializer_list<NamedDType> operands, bool cuda_half) {
   if (dt == kFloat32 || dt == kFloat64) return;
-  const bool half = dt == kBFloat16 || dt == kFloat16;
+  const bool half = is_half(dt);
   if (half && (device.is_cpu() || cuda_half)) return;
   std::ostringstream found;
   for (const NamedDType& o : operands) {

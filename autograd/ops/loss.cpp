@@ -110,8 +110,8 @@ Tensor cross_entropy_per_sample(const Tensor& logits, const Tensor& target, cons
   Tensor loss = detail::make_empty({n}, logits.dtype(), logits.device());
   // The logsumexp per row, which backward reuses: float32 for 16-bit logits, so that the
   // softmax backward recomputes from it is not rounded twice (Note [16-bit on the CPU]).
-  const bool half = logits.dtype() == kBFloat16 || logits.dtype() == kFloat16;
-  Tensor lse = detail::make_empty({n}, half ? kFloat32 : logits.dtype(), logits.device());
+  Tensor lse =
+      detail::make_empty({n}, is_half(logits.dtype()) ? kFloat32 : logits.dtype(), logits.device());
   if (n > 0) {
     kernels::backend(logits.device())
         .cross_entropy_forward(loss.arg(), lse.arg(), logits.arg(), target.arg(), weight.arg(), p);

@@ -28,7 +28,7 @@ void check_channel_param(const Tensor& t, const char* name, int64_t channels, DT
   OCTO_CHECK_VALUE(t.dim() == 1 && t.size(0) == channels, "batch_norm: expected ", name,
                    " of shape [", channels, "] (one value per channel of the input), got ",
                    t.sizes());
-  const bool half = dtype == kBFloat16 || dtype == kFloat16;
+  const bool half = is_half(dtype);
   OCTO_CHECK_VALUE(t.dtype() == dtype || (half && t.dtype() == kFloat32), "batch_norm: expected ",
                    name, " to have the input's dtype ", dtype, half ? " or float32" : "", ", got ",
                    t.dtype());
@@ -98,7 +98,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const Device device = input.device();
   const DType dtype = input.dtype();
   // The batch statistics stay in float32 for a 16-bit input (Note [16-bit on the CPU]).
-  const DType stat_dtype = dtype == kBFloat16 || dtype == kFloat16 ? kFloat32 : dtype;
+  const DType stat_dtype = is_half(dtype) ? kFloat32 : dtype;
   Tensor out = detail::make_empty(input.sizes(), dtype, device);
   Tensor save_mean = detail::make_empty({channels}, stat_dtype, device);
   Tensor save_invstd = detail::make_empty({channels}, stat_dtype, device);

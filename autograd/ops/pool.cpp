@@ -185,7 +185,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   // Windows of a rectangle average rows then columns: pool each dim on its own. These are
   // several ops, so a 16-bit input goes through them in float32 and rounds once at the end,
   // like the single-kernel primitives (Note [16-bit on the CPU]).
-  if (input.dtype() == kBFloat16 || input.dtype() == kFloat16)
+  if (is_half(input.dtype()))
     return adaptive_avg_pool2d(input.to(kFloat32), output_size).to(input.dtype());
   return adaptive_avg_pool_dim(adaptive_avg_pool_dim(input, 3, output_size[1]), 2, output_size[0]);
 }

@@ -29,8 +29,6 @@
 
 namespace octo::kernels::cpu {
 
-inline bool is_half(DType t) { return t == kBFloat16 || t == kFloat16; }
-
 /// Whether any defined argument is bfloat16 or float16.
 inline bool any_half(std::initializer_list<const TensorArg*> args) {
   for (const TensorArg* a : args)

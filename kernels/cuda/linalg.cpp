@@ -59,8 +59,6 @@ cublasHandle_t cublas_handle(int device) {
   return it->second;
 }
 
-bool is_half(DType t) { return t == kBFloat16 || t == kFloat16; }
-
 /// How the [R, C] matrix at dims 1, 2 of a 3-d arg is handed to cuBLAS (see the file comment).
 struct MatrixLayout {
   bool ok = false;

@@ -61,7 +61,7 @@ void CudaBackend::uniform(const TensorArg& out, double low, double high, Generat
                                      static_cast<float>(high)});
   } else if (out.dtype == kFloat64) {
     fill_random<double>(out, UniformTransform<double>{Philox(state.seed), state.offset, low, high});
-  } else if (out.dtype == kBFloat16 || out.dtype == kFloat16) {
+  } else if (is_half(out.dtype)) {
     unsupported("uniform", out.dtype);
   } else {
     OCTO_THROW(ValueError, "uniform: expected a floating point dtype, got ", out.dtype);
@@ -75,7 +75,7 @@ void CudaBackend::normal(const TensorArg& out, double mean, double std, Generato
                                     static_cast<float>(std)});
   } else if (out.dtype == kFloat64) {
     fill_random<double>(out, NormalTransform<double>{Philox(state.seed), state.offset, mean, std});
-  } else if (out.dtype == kBFloat16 || out.dtype == kFloat16) {
+  } else if (is_half(out.dtype)) {
     unsupported("normal", out.dtype);
   } else {
     OCTO_THROW(ValueError, "normal: expected a floating point dtype, got ", out.dtype);

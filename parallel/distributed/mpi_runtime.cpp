@@ -74,7 +74,7 @@ MPI_Datatype mpi_type(DType t) {
 
 MPI_Op mpi_op(ReduceOp op, DType t) {
   if (t == kBool) return op == ReduceOp::Min ? MPI_LAND : MPI_LOR;
-  if (t == kBFloat16 || t == kFloat16) {
+  if (is_half(t)) {
     static MPI_Op ops[2][3];
     static std::once_flag once;
     std::call_once(once, [] {
