@@ -54,12 +54,13 @@ struct Key {
   auto operator<=>(const Key&) const = default;
 };
 
-/// A primitive and the layouts it chose for its three operands, in the order each pass takes
-/// them (forward: src, weights, dst; backward data: diff_dst, weights, diff_src; backward
-/// weights: src, diff_dst, diff_weights).
+/// A primitive with its three operands' layouts -- octo's (`user`) and the ones it chose -- in
+/// the order each pass takes them (forward: src, weights, dst; backward data: diff_dst, weights,
+/// diff_src; backward weights: src, diff_dst, diff_weights).
 struct Entry {
   dnnl::primitive primitive;
-  memory::desc operand[3];
+  memory::desc user[3], operand[3];
+  memory::desc bias;        // octo's [K] bias, forward only (empty: none)
   memory::desc scratchpad;  // the caller provides it (scratchpad_mode::user), per execution
 };
 
@@ -109,34 +110,32 @@ std::shared_ptr<Entry> build(const Key& key) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::convolution_forward::primitive_desc fwd(fwd_desc, attr, engine());
   auto e = std::make_shared<Entry>();
+  auto fill = [&](dnnl::primitive prim, const memory::desc(&user)[3],
+                  const memory::desc(&chosen)[3], const memory::desc& scratchpad) {
+    e->primitive = std::move(prim);
+    for (int i = 0; i < 3; ++i) e->user[i] = user[i], e->operand[i] = chosen[i];
+    e->scratchpad = scratchpad;
+  };
   switch (key.pass) {
     case Pass::kForward:
-      e->primitive = dnnl::convolution_forward(fwd);
-      e->operand[0] = fwd.src_desc();
-      e->operand[1] = fwd.weights_desc();
-      e->operand[2] = fwd.dst_desc();
-      e->scratchpad = fwd.scratchpad_desc();
+      fill(dnnl::convolution_forward(fwd), {s.src, s.weights, s.dst},
+           {fwd.src_desc(), fwd.weights_desc(), fwd.dst_desc()}, fwd.scratchpad_desc());
+      e->bias = bias;
       break;
     case Pass::kBackwardData: {
       dnnl::convolution_backward_data::desc d(algo, any(s.src), any(s.weights), any(s.dst),
                                               s.strides, s.dilates, s.padding, s.padding);
       dnnl::convolution_backward_data::primitive_desc pd(d, attr, engine(), fwd);
-      e->primitive = dnnl::convolution_backward_data(pd);
-      e->operand[0] = pd.diff_dst_desc();
-      e->operand[1] = pd.weights_desc();
-      e->operand[2] = pd.diff_src_desc();
-      e->scratchpad = pd.scratchpad_desc();
+      fill(dnnl::convolution_backward_data(pd), {s.dst, s.weights, s.src},
+           {pd.diff_dst_desc(), pd.weights_desc(), pd.diff_src_desc()}, pd.scratchpad_desc());
       break;
     }
     case Pass::kBackwardWeights: {
       dnnl::convolution_backward_weights::desc d(algo, any(s.src), any(s.weights), any(s.dst),
                                                  s.strides, s.dilates, s.padding, s.padding);
       dnnl::convolution_backward_weights::primitive_desc pd(d, attr, engine(), fwd);
-      e->primitive = dnnl::convolution_backward_weights(pd);
-      e->operand[0] = pd.src_desc();
-      e->operand[1] = pd.diff_dst_desc();
-      e->operand[2] = pd.diff_weights_desc();
-      e->scratchpad = pd.scratchpad_desc();
+      fill(dnnl::convolution_backward_weights(pd), {s.src, s.dst, s.weights},
+           {pd.src_desc(), pd.diff_dst_desc(), pd.diff_weights_desc()}, pd.scratchpad_desc());
       break;
     }
   }
@@ -227,34 +226,17 @@ bool run(const Key& key, const TensorArg& a, const TensorArg& b, const TensorArg
   OmpThreadsGuard threads(key.threads);
   std::shared_ptr<Entry> e = primitive_for(key);
   if (!e) return false;
-  const Shapes s = shapes_of(key);
-  const memory::desc* user[3] = {};
-  switch (key.pass) {
-    case Pass::kForward:
-      user[0] = &s.src, user[1] = &s.weights, user[2] = &s.dst;
-      break;
-    case Pass::kBackwardData:
-      user[0] = &s.dst, user[1] = &s.weights, user[2] = &s.src;
-      break;
-    case Pass::kBackwardWeights:
-      user[0] = &s.src, user[1] = &s.dst, user[2] = &s.weights;
-      break;
-  }
   try {
     thread_local dnnl::stream stream(engine());
-    Operand oa(*user[0], e->operand[0], a.data, false, stream);
-    Operand ob(*user[1], e->operand[1], b.data, false, stream);
-    Operand oc(*user[2], e->operand[2], c.data, true, stream);
+    Operand oa(e->user[0], e->operand[0], a.data, false, stream);
+    Operand ob(e->user[1], e->operand[1], b.data, false, stream);
+    Operand oc(e->user[2], e->operand[2], c.data, true, stream);
     std::unordered_map<int, memory> args = {
         {arg_a, oa.get()}, {arg_b, ob.get()}, {arg_c, oc.get()}};
     thread_local std::vector<char> scratch;
     if (scratch.size() < e->scratchpad.get_size()) scratch.resize(e->scratchpad.get_size());
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(e->scratchpad, engine(), scratch.data()));
-    if (bias && bias->defined()) {
-      args.emplace(DNNL_ARG_BIAS,
-                   memory(memory::desc({key.k}, to_dnnl(bias->dtype), memory::format_tag::x),
-                          engine(), bias->data));
-    }
+    if (bias && bias->defined()) args.emplace(DNNL_ARG_BIAS, memory(e->bias, engine(), bias->data));
     e->primitive.execute(stream, args);
     oc.finish();
     stream.wait();
