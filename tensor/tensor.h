@@ -36,14 +36,14 @@ struct TensorOptions {
 // pin_memory), views (view, reshape, transpose, ..., expand), the math methods and operators,
 // and the autograd entry points (requires_grad_, grad, grad_fn, backward, detach, hooks,
 // version) -- is an autograd op or touches the tape, so it is defined in autograd/: copy.cpp,
-// views.cpp, elementwise.cpp, linalg.cpp, reduce.cpp, softmax.cpp in autograd/ops/, and
-// tensor_autograd.cpp. tensor/ itself defines only the metadata accessors, raw_data/data_ptr,
-// item/to_vector, arg() and the detail:: helpers (tensor.cpp). This is the one sanctioned
-// reference from a layer to a later one (docs/architecture.md, "Layering"): it keeps the
-// libtorch-style API (t.to(dev), t.view(...), t.backward(), a.matmul(b)) on the class where
-// users look for it, at the price that tensor/ links only together with autograd/. No header
-// of tensor/ includes autograd/; tensor/'s own code reaches autograd only through these
-// methods and tensor/autograd_hooks.h.
+// views.cpp, elementwise.cpp, operators.cpp, linalg.cpp, reduce.cpp, softmax.cpp in
+// autograd/ops/, and tensor_autograd.cpp. tensor/ itself defines only the metadata accessors,
+// raw_data/data_ptr, item/to_vector, arg() and the detail:: helpers (tensor.cpp). This is the one
+// sanctioned reference from a layer to a later one (docs/architecture.md, "Layering"): it keeps
+// the libtorch-style API (t.to(dev), t.view(...), t.backward(), a.matmul(b)) on the class where
+// users look for it, at the price that tensor/ links only together with autograd/. No header of
+// tensor/ includes autograd/; tensor/'s own code reaches autograd only through these methods and
+// tensor/autograd_hooks.h.
 
 /// A tensor. Copying a Tensor copies the handle, not the data (like torch.Tensor in Python);
 /// use clone() for a deep copy. A default-constructed Tensor is undefined (defined() == false).
@@ -212,7 +212,7 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// Defined in autograd/ops/elementwise.cpp (Note [Tensor methods defined in autograd/]).
+// Defined in autograd/ops/operators.cpp (Note [Tensor methods defined in autograd/]).
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);

@@ -13,6 +13,7 @@
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/inplace.h"
+#include "autograd/ops/elementwise_impl.h"
 #include "autograd/ops/sum_to.h"
 #include "core/error.h"
 #include "kernels/backend.h"
@@ -24,125 +25,9 @@ namespace octo {
 using autograd::TensorList;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
+using namespace elementwise_impl;
 
 namespace {
-
-Shape broadcast_impl(const Shape& a, const Shape& b, const char* op) {
-  const size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t da = i + a.size() < n ? 1 : a[i + a.size() - n];
-    int64_t db = i + b.size() < n ? 1 : b[i + b.size() - n];
-    OCTO_CHECK_VALUE(da == db || da == 1 || db == 1, op, ": the size of tensor a (", da,
-                     ") must match the size of tensor b (", db, ") at non-singleton dimension ", i,
-                     "; got shapes ", a, " and ", b);
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-/// PyTorch's rule for combining a dimensioned operand's dtype with a 0-d or wrapped-number one:
-/// the lower-priority operand only matters when it is of a higher category (bool < int < float).
-DType combine_categories(DType higher, DType lower) {
-  if (is_floating(higher)) return higher;
-  if (higher == kBool || is_floating(lower)) return promote_types(higher, lower);
-  return higher;
-}
-/// The dtype of a op(a, b): promote_types, except that a 0-d tensor does not raise the dtype of
-/// a dimensioned one within its category (float32 tensor * float64 0-d tensor is float32).
-DType result_type(const Tensor& a, const Tensor& b) {
-  bool za = a.dim() == 0, zb = b.dim() == 0;
-  if (za == zb) return promote_types(a.dtype(), b.dtype());
-  return za ? combine_categories(b.dtype(), a.dtype()) : combine_categories(a.dtype(), b.dtype());
-}
-/// A Scalar takes the tensor's dtype, except float scalars with integral tensors -> float32.
-DType result_type(DType t, Scalar s) {
-  return combine_categories(t, s.is_integral() ? kInt64 : kFloat32);
-}
-
-bool can_cast(DType from, DType to) {
-  if (is_floating(from) && !is_floating(to)) return false;
-  return !(from != kBool && to == kBool);
-}
-
-/// t as dtype d without autograd (a new tensor when d differs).
-Tensor convert_raw(const Tensor& t, DType d) {
-  if (t.dtype() == d) return t;
-  Tensor out = detail::make_empty(t.sizes(), d, t.device());
-  if (out.numel() > 0) kernels::backend(t.device()).copy(out.arg(), t.arg());
-  return out;
-}
-
-/// t viewed with `shape` (NumPy broadcasting): stride 0 in new and size-1 dims.
-Tensor broadcast_view(const Tensor& t, const Shape& shape) {
-  if (t.sizes() == shape) return t;
-  const size_t lead = shape.size() - static_cast<size_t>(t.dim());
-  Shape strides(shape.size(), 0);
-  for (size_t i = lead; i < shape.size(); ++i)
-    if (t.sizes()[i - lead] == shape[i]) strides[i] = t.strides()[i - lead];
-  return detail::make_view(t, shape, strides, t.storage_offset());
-}
-
-void check_inputs(const char* op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts) OCTO_CHECK_VALUE(t->defined(), op, ": expected a defined tensor");
-  detail::check_same_device(ts);
-}
-
-/// out = op(a, b) computed in dtype `compute` (out is bool for comparisons), no autograd.
-Tensor raw_binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, Scalar alpha = {}) {
-  Shape shape = broadcast_impl(a.sizes(), b.sizes(), kernels::op_name(op));
-  Tensor out =
-      detail::make_empty(shape, kernels::binary_returns_bool(op) ? kBool : compute, a.device());
-  if (out.numel() == 0) return out;
-  Tensor av = broadcast_view(convert_raw(a, compute), shape);
-  Tensor bv = broadcast_view(convert_raw(b, compute), shape);
-  kernels::backend(a.device()).binary(op, out.arg(), av.arg(), bv.arg(), alpha);
-  return out;
-}
-
-/// out = op(x) (out is bool for LogicalNot), no autograd.
-Tensor raw_unary(UnaryOp op, const Tensor& x, Scalar alpha = {}, Scalar beta = {}) {
-  Tensor out = detail::make_empty(x.sizes(), kernels::unary_returns_bool(op) ? kBool : x.dtype(),
-                                  x.device());
-  if (out.numel() > 0) kernels::backend(x.device()).unary(op, out.arg(), x.arg(), alpha, beta);
-  return out;
-}
-
-Tensor float_unary(const char* name, UnaryOp op, const Tensor& x, Scalar alpha = {},
-                   Scalar beta = {}) {
-  check_inputs(name, {&x});
-  OCTO_CHECK_VALUE(x.is_floating_point(), name, ": expected a floating point tensor, got ",
-                   x.dtype());
-  return raw_unary(op, x, alpha, beta);
-}
-
-/// A copy of t's values (same shape and dtype), no autograd.
-Tensor copy_raw(const Tensor& t) {
-  Tensor out = detail::make_empty(t.sizes(), t.dtype(), t.device());
-  if (out.numel() > 0) kernels::backend(t.device()).copy(out.arg(), t.arg());
-  return out;
-}
-
-/// A 0-d tensor holding s, for ops with a Scalar operand.
-Tensor wrap(Scalar s, DType dtype, Device device) {
-  return full({}, s, {.dtype = dtype, .device = device});
-}
-
-/// What a backward needs to know about an input: its shape, dtype, and whether it wants a grad.
-struct Input {
-  Shape shape;
-  DType dtype;
-  bool needs;
-  explicit Input(const Tensor& t) : shape(t.sizes()), dtype(t.dtype()), needs(t.requires_grad()) {}
-  /// g summed to the input's shape and cast to its dtype; undefined when no gradient is needed.
-  template <typename F>
-  Tensor grad(F&& compute) const {
-    if (!needs) return {};
-    Tensor g = compute();
-    if (g.sizes() != shape) g = sum_to(g, shape);
-    return g.dtype() == dtype ? g : g.to(dtype);
-  }
-};
 
 using UnaryBackward = std::function<Tensor(const Tensor& g, const TensorList& saved)>;
 
@@ -199,9 +84,6 @@ Tensor helper(BinaryOp op, const Tensor& g, const Tensor& saved, Scalar alpha = 
   if (autograd::GradMode::is_enabled()) return composite_backward(op, g, saved, alpha);
   return raw_binary(op, g, saved, promote_types(g.dtype(), saved.dtype()), alpha);
 }
-
-Scalar negate(Scalar s) { return s.is_integral() ? Scalar(-s.to_int()) : Scalar(-s.to_double()); }
-bool is_one(Scalar s) { return s.is_integral() ? s.to_int() == 1 : s.to_double() == 1.0; }
 
 /// Tensor-tensor arithmetic shared by add/sub/mul/...: validate, promote, run.
 Tensor arith(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -572,148 +454,6 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
     if (!(std::fabs(va[i] - vb[i]) <= atol + rtol * std::fabs(vb[i]))) return false;
   }
   return true;
-}
-
-// --- methods and operators -----------------------------------------------------------------------
-
-Tensor Tensor::add(const Tensor& other) const { return octo::add(*this, other); }
-Tensor Tensor::sub(const Tensor& other) const { return octo::sub(*this, other); }
-Tensor Tensor::mul(const Tensor& other) const { return octo::mul(*this, other); }
-Tensor Tensor::div(const Tensor& other) const { return octo::div(*this, other); }
-Tensor Tensor::pow(Scalar exponent) const { return octo::pow(*this, exponent); }
-Tensor Tensor::neg() const { return octo::neg(*this); }
-Tensor Tensor::abs() const { return octo::abs(*this); }
-Tensor Tensor::exp() const { return octo::exp(*this); }
-Tensor Tensor::log() const { return octo::log(*this); }
-Tensor Tensor::sqrt() const { return octo::sqrt(*this); }
-Tensor Tensor::relu() const { return octo::relu(*this); }
-Tensor Tensor::sigmoid() const { return octo::sigmoid(*this); }
-Tensor Tensor::tanh() const { return octo::tanh(*this); }
-
-namespace {
-/// Checks an in-place op `self op= other`: other broadcasts to self, the result type casts to
-/// self's dtype. Returns other as self's dtype and shape (a copy when it overlaps self).
-Tensor inplace_operand(const char* op, const Tensor& self, const Tensor& other) {
-  check_inputs(op, {&self, &other});
-  Shape shape = broadcast_impl(self.sizes(), other.sizes(), op);
-  OCTO_CHECK_VALUE(shape == self.sizes(), op, ": output with shape ", self.sizes(),
-                   " doesn't match the broadcast shape ", shape);
-  DType rt = result_type(self, other);
-  OCTO_CHECK_VALUE(can_cast(rt, self.dtype()), op, ": result type ", rt,
-                   " can't be cast to the desired output type ", self.dtype());
-  Tensor o = convert_raw(other, self.dtype());
-  // e.g. x.add_(x.t()): read a copy, not the values being written
-  if (o.is_alias_of(self)) o = copy_raw(o);
-  return broadcast_view(o, shape);
-}
-}  // namespace
-
-const Tensor& Tensor::add_(const Tensor& other, Scalar alpha) const {
-  autograd::check_inplace(*this);
-  Tensor o = inplace_operand("add_", *this, other);
-  OCTO_CHECK_VALUE(
-      is_floating(dtype()) || alpha.is_integral(),
-      "add_: for integral input tensors, argument alpha must not be a floating point number, got ",
-      alpha);
-  if (!is_one(alpha)) o = raw_unary(UnaryOp::MulScalar, o, alpha);
-  if (numel() > 0) kernels::backend(device()).binary(BinaryOp::Add, arg(), arg(), o.arg(), {});
-  Input io(other);
-  autograd::record_inplace(
-      "AddBackward", *this, {other}, {},
-      [io, alpha](const TensorList& g, const TensorList&) -> TensorList {
-        return {g[0], io.grad([&] { return is_one(alpha) ? g[0] : g[0] * alpha; })};
-      });
-  return *this;
-}
-
-const Tensor& Tensor::mul_(const Tensor& other) const {
-  autograd::check_inplace(*this);
-  Tensor o = inplace_operand("mul_", *this, other);
-  Input io(other);
-  // The value before the update, for d/d other. Cloned with its history when self has one, so
-  // that under create_graph d/d other = g * old_self can be differentiated again through self.
-  Tensor old_self;
-  if (io.needs && autograd::GradMode::is_enabled())
-    old_self = requires_grad() ? clone() : copy_raw(*this);
-  if (numel() > 0) kernels::backend(device()).binary(BinaryOp::Mul, arg(), arg(), o.arg(), {});
-  bool self_needs = requires_grad();
-  // x.mul_(x.detach()) overwrites the saved factor: record_inplace's version check reports it.
-  autograd::record_inplace(
-      "MulBackward", *this, {other}, {other, old_self},
-      [io, self_needs](const TensorList& g, const TensorList& s) -> TensorList {
-        return {self_needs ? g[0] * s[0] : Tensor(), io.grad([&] { return g[0] * s[1]; })};
-      });
-  return *this;
-}
-
-const Tensor& Tensor::mul_(Scalar s) const {
-  autograd::check_inplace(*this);
-  OCTO_CHECK_VALUE(defined(), "mul_: expected a defined tensor");
-  OCTO_CHECK_VALUE(can_cast(result_type(dtype(), s), dtype()), "mul_: result type ",
-                   result_type(dtype(), s), " can't be cast to the desired output type ", dtype());
-  if (numel() > 0) kernels::backend(device()).unary(UnaryOp::MulScalar, arg(), arg(), s, {});
-  autograd::record_inplace(
-      "MulBackward", *this, {}, {},
-      [s](const TensorList& g, const TensorList&) -> TensorList { return {g[0] * s}; });
-  return *this;
-}
-
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-
-Tensor operator+(const Tensor& a, Scalar b) {
-  check_inputs("add", {&a});
-  DType dt = result_type(a.dtype(), b);
-  Tensor out = raw_unary(UnaryOp::AddScalar, convert_raw(a, dt), b);
-  Input ia(a);
-  return autograd::record("AddBackward", out, {a}, {},
-                          [ia](const TensorList& g, const TensorList&) -> TensorList {
-                            return {ia.grad([&] { return g[0]; })};
-                          });
-}
-Tensor operator-(const Tensor& a, Scalar b) { return a + negate(b); }
-Tensor operator*(const Tensor& a, Scalar b) {
-  check_inputs("mul", {&a});
-  DType dt = result_type(a.dtype(), b);
-  Tensor out = raw_unary(UnaryOp::MulScalar, convert_raw(a, dt), b);
-  Input ia(a);
-  return autograd::record("MulBackward", out, {a}, {},
-                          [ia, b](const TensorList& g, const TensorList&) -> TensorList {
-                            return {ia.grad([&] { return g[0] * b; })};
-                          });
-}
-Tensor operator/(const Tensor& a, Scalar b) {
-  check_inputs("div", {&a});
-  return div(a, wrap(b, result_type(a.dtype(), b), a.device()));
-}
-Tensor operator+(Scalar a, const Tensor& b) { return b + a; }
-Tensor operator-(Scalar a, const Tensor& b) {
-  check_inputs("sub", {&b});
-  return sub(wrap(a, result_type(b.dtype(), a), b.device()), b);
-}
-Tensor operator*(Scalar a, const Tensor& b) { return b * a; }
-Tensor operator/(Scalar a, const Tensor& b) {
-  check_inputs("div", {&b});
-  return div(wrap(a, result_type(b.dtype(), a), b.device()), b);
-}
-Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor& operator+=(Tensor& a, const Tensor& b) {
-  a.add_(b);
-  return a;
-}
-Tensor& operator-=(Tensor& a, const Tensor& b) {
-  a.sub_(b);
-  return a;
-}
-Tensor& operator*=(Tensor& a, const Tensor& b) {
-  a.mul_(b);
-  return a;
-}
-Tensor& operator*=(Tensor& a, Scalar b) {
-  a.mul_(b);
-  return a;
 }
 
 }  // namespace octo
