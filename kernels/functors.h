@@ -33,6 +33,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/half.h"
 #include "core/macros.h"
 #include "core/philox.h"
 #include "core/scalar.h"
@@ -372,6 +373,19 @@ struct Where {
 };
 
 }  // namespace fn
+
+/// The type an elementwise kernel computes storage type T in: float for the 16-bit storage types
+/// (Note [16-bit kernels]), T itself otherwise. Both backends load T, convert to compute_t<T>, call
+/// the functor visit_unary<compute_t<T>> / visit_binary<compute_t<T>> gives, and round the result
+/// back to T once.
+template <typename T>
+using compute_t =
+    std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>, float, T>;
+
+/// The output storage type of a functor returning R over storage type T: T, or bool for
+/// comparisons and logic.
+template <typename T, typename R>
+using out_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
 
 // --- generated from the table (host code; both backends call it) -------------------------------
 

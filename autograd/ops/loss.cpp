@@ -23,7 +23,7 @@ void check_arguments(const Tensor& logits, const Tensor& target, const Tensor& w
   OCTO_CHECK_VALUE(logits.defined(), op, ": logits are undefined");
   OCTO_CHECK_VALUE(logits.dim() == 2, op, ": expected logits of shape [N, C], got ",
                    logits.sizes());
-  octo::detail::check_floating(op, logits.dtype(), logits.device(), {{"logits", logits.dtype()}});
+  octo::detail::check_floating(op, logits.dtype(), {{"logits", logits.dtype()}});
   OCTO_CHECK_VALUE(target.defined(), op, ": target is undefined");
   OCTO_CHECK_VALUE(target.dtype() == kInt64, op,
                    ": expected target of class indices with dtype int64, got ", target.dtype());
@@ -109,7 +109,7 @@ Tensor cross_entropy_per_sample(const Tensor& logits, const Tensor& target, cons
   const int64_t n = logits.size(0);
   Tensor loss = detail::make_empty({n}, logits.dtype(), logits.device());
   // The logsumexp per row, which backward reuses: float32 for 16-bit logits, so that the
-  // softmax backward recomputes from it is not rounded twice (Note [16-bit on the CPU]).
+  // softmax backward recomputes from it is not rounded twice (Note [16-bit kernels]).
   Tensor lse =
       detail::make_empty({n}, is_half(logits.dtype()) ? kFloat32 : logits.dtype(), logits.device());
   if (n > 0) {

@@ -75,7 +75,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                    "batch_norm: expected input of shape [N, C, *] with at least 2 dims, got ",
                    input.sizes());
   detail::check_same_device({&input, &running_mean, &running_var, &weight, &bias});
-  detail::check_floating("batch_norm", input.dtype(), input.device(), {{"input", input.dtype()}});
+  detail::check_floating("batch_norm", input.dtype(), {{"input", input.dtype()}});
   const int64_t channels = input.size(1);
   check_channel_param(weight, "weight", channels, input.dtype());
   check_channel_param(bias, "bias", channels, input.dtype());
@@ -97,7 +97,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
   const Device device = input.device();
   const DType dtype = input.dtype();
-  // The batch statistics stay in float32 for a 16-bit input (Note [16-bit on the CPU]).
+  // The batch statistics stay in float32 for a 16-bit input (Note [16-bit kernels]).
   const DType stat_dtype = is_half(dtype) ? kFloat32 : dtype;
   Tensor out = detail::make_empty(input.sizes(), dtype, device);
   Tensor save_mean = detail::make_empty({channels}, stat_dtype, device);

@@ -41,7 +41,7 @@ Shape pool_setup(const char* op, const Tensor& x, std::array<int64_t, 2> kernel,
       x.dim() == 4 && x.size(1) > 0 && x.size(2) > 0 && x.size(3) > 0, op,
       ": expected a 3-d or 4-d (batch mode) input with non-zero channels, height and width, but got input of shape ",
       x.sizes());
-  detail::check_floating(op, x.dtype(), x.device(), {{"input", x.dtype()}});
+  detail::check_floating(op, x.dtype(), {{"input", x.dtype()}});
   if (stride[0] == 0 && stride[1] == 0) stride = kernel;
   OCTO_CHECK_VALUE(kernel[0] > 0 && kernel[1] > 0, op,
                    ": kernel_size must be greater than zero, got ", pair_str(kernel));
@@ -175,8 +175,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   OCTO_CHECK_VALUE(output_size[0] > 0 && output_size[1] > 0,
                    "adaptive_avg_pool2d: output_size must be positive, got ",
                    pair_str(output_size));
-  detail::check_floating("adaptive_avg_pool2d", input.dtype(), input.device(),
-                         {{"input", input.dtype()}});
+  detail::check_floating("adaptive_avg_pool2d", input.dtype(), {{"input", input.dtype()}});
   const int64_t H = input.size(2), W = input.size(3);
   if (H % output_size[0] == 0 && W % output_size[1] == 0) {  // one pooling does both dims
     std::array<int64_t, 2> kernel{H / output_size[0], W / output_size[1]};
@@ -184,7 +183,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   }
   // Windows of a rectangle average rows then columns: pool each dim on its own. These are
   // several ops, so a 16-bit input goes through them in float32 and rounds once at the end,
-  // like the single-kernel primitives (Note [16-bit on the CPU]).
+  // like the single-kernel primitives (Note [16-bit kernels]).
   if (is_half(input.dtype()))
     return adaptive_avg_pool2d(input.to(kFloat32), output_size).to(input.dtype());
   return adaptive_avg_pool_dim(adaptive_avg_pool_dim(input, 3, output_size[1]), 2, output_size[0]);

@@ -17,9 +17,9 @@
 #include "core/threads.h"
 #include "kernels/cpu/conv_dnnl.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/omp_threads.h"
+#include "kernels/float32_staging.h"
 
 namespace octo::kernels {
 
@@ -221,8 +221,8 @@ void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
                                 const TensorArg& weight, const TensorArg& bias,
                                 const Conv2dParams& p) {
   if (cpu::dnnl_conv2d_forward(out, input, weight, bias, p)) return;  // Note [oneDNN convolution]
-  if (cpu::any_half({&out, &input, &weight, &bias})) {                // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
+  if (any_half({&out, &input, &weight, &bias})) {                     // Note [16-bit kernels]
+    Float32Staging s;
     conv2d_forward(s.output(out), s.input(input), s.input(weight), s.input(bias), p);
     s.finish();
     return;
@@ -237,8 +237,8 @@ void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
 void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const TensorArg& grad_out,
                                        const TensorArg& weight, const Conv2dParams& p) {
   if (cpu::dnnl_conv2d_backward_input(grad_input, grad_out, weight, p)) return;
-  if (cpu::any_half({&grad_input, &grad_out, &weight})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
+  if (any_half({&grad_input, &grad_out, &weight})) {  // Note [16-bit kernels]
+    Float32Staging s;
     conv2d_backward_input(s.output(grad_input), s.input(grad_out), s.input(weight), p);
     s.finish();
     return;
@@ -252,8 +252,8 @@ void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const Tensor
 void CpuBackend::conv2d_backward_weight(const TensorArg& grad_weight, const TensorArg& grad_out,
                                         const TensorArg& input, const Conv2dParams& p) {
   if (cpu::dnnl_conv2d_backward_weight(grad_weight, grad_out, input, p)) return;
-  if (cpu::any_half({&grad_weight, &grad_out, &input})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
+  if (any_half({&grad_weight, &grad_out, &input})) {  // Note [16-bit kernels]
+    Float32Staging s;
     conv2d_backward_weight(s.output(grad_weight), s.input(grad_out), s.input(input), p);
     s.finish();
     return;

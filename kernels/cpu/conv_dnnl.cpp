@@ -25,7 +25,7 @@ namespace octo::kernels::cpu {
 // 2-3x the GFLOP/s of im2col + GEMM on the small channel counts of the examples' networks
 // (docs/benchmarks.md), and on CPUs with AVX512-BF16 or AMX a bfloat16 convolution runs on the
 // 16-bit dot-product instructions, accumulating in float32 and rounding each output once, the
-// rounding Note [16-bit on the CPU] promises. Tensors stay in octo's NCHW / OIHW layouts;
+// rounding Note [16-bit kernels] promises. Tensors stay in octo's NCHW / OIHW layouts;
 // oneDNN picks its own blocked layouts (format_tag::any) and each call reorders into and out of
 // them, as PyTorch does for plain tensors. A primitive is built once per shape, dtype and thread
 // count and kept (oneDNN JIT-compiles it); executing one from several threads at once is safe.

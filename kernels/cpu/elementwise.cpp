@@ -17,10 +17,6 @@ namespace octo::kernels {
 namespace {
 
 template <typename T>
-using compute_t =
-    std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>, float, T>;
-
-template <typename T>
 inline T load(const char* p) {
   return *reinterpret_cast<const T*>(p);
 }
@@ -43,10 +39,6 @@ void unary_loop(const TensorArg& out, const TensorArg& in, F f) {
     }
   });
 }
-
-/// The output storage type of functor F applied to compute type C over storage type T.
-template <typename T, typename R>
-using out_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
 
 /// out[i] = f(a[i], b[i]); O is the output storage type (T, or bool for comparisons).
 template <typename T, typename O, typename F>

@@ -30,8 +30,8 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/omp_threads.h"
+#include "kernels/float32_staging.h"
 #include "octo_config.h"
 
 #if defined(_OPENMP)
@@ -282,8 +282,8 @@ void bmm_impl(const TensorArg& out, const TensorArg& a, const TensorArg& b, doub
 
 void CpuBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg& b, double alpha,
                      double beta) {
-  if (cpu::any_half({&out, &a, &b})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
+  if (any_half({&out, &a, &b})) {  // Note [16-bit kernels]
+    Float32Staging s;
     bmm(s.output(out, beta != 0.0), s.input(a), s.input(b), alpha, beta);
     s.finish();
     return;

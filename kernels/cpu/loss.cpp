@@ -9,8 +9,8 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/float32_staging.h"
 #include "kernels/loss_math.h"
 
 namespace octo::kernels {
@@ -39,13 +39,8 @@ int64_t row_grain(int64_t classes) {
 void CpuBackend::cross_entropy_forward(const TensorArg& loss, const TensorArg& lse,
                                        const TensorArg& logits, const TensorArg& target,
                                        const TensorArg& weight, const CrossEntropyParams& p) {
-  if (cpu::any_half({&loss, &lse, &logits, &weight})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    cross_entropy_forward(s.output(loss), s.output(lse), s.input(logits), target, s.input(weight),
-                          p);
-    s.finish();
-    return;
-  }
+  if (staged_cross_entropy_forward(*this, loss, lse, logits, target, weight, p))
+    return;  // Note [16-bit kernels]
   ce::check_forward_args(loss, lse, logits, target, weight);
   const int64_t n = logits.sizes[0], classes = logits.sizes[1];
   check_targets(target, classes, p.ignore_index);
@@ -91,14 +86,8 @@ void CpuBackend::cross_entropy_backward(const TensorArg& grad_logits, const Tens
                                         const TensorArg& logits, const TensorArg& lse,
                                         const TensorArg& target, const TensorArg& weight,
                                         const CrossEntropyParams& p) {
-  if (cpu::any_half(
-          {&grad_logits, &grad_loss, &logits, &lse, &weight})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    cross_entropy_backward(s.output(grad_logits), s.input(grad_loss), s.input(logits), s.input(lse),
-                           target, s.input(weight), p);
-    s.finish();
-    return;
-  }
+  if (staged_cross_entropy_backward(*this, grad_logits, grad_loss, logits, lse, target, weight, p))
+    return;  // Note [16-bit kernels]
   ce::check_backward_args(grad_logits, grad_loss, logits, lse, target, weight);
   const int64_t n = logits.sizes[0], classes = logits.sizes[1];
   check_targets(target, classes, p.ignore_index);

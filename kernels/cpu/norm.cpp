@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/float32_staging.h"
 
 namespace octo::kernels {
 
@@ -146,15 +146,9 @@ void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_
                                     const TensorArg& weight, const TensorArg& bias,
                                     const TensorArg& running_mean, const TensorArg& running_var,
                                     bool training, double momentum, double eps) {
-  if (cpu::any_half({&out, &save_mean, &save_invstd, &input, &weight, &bias, &running_mean,
-                     &running_var})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    batch_norm_forward(s.output(out), s.output(save_mean), s.output(save_invstd), s.input(input),
-                       s.input(weight), s.input(bias), s.output(running_mean, true),
-                       s.output(running_var, true), training, momentum, eps);
-    s.finish();
-    return;
-  }
+  if (staged_batch_norm_forward(*this, out, save_mean, save_invstd, input, weight, bias,
+                                running_mean, running_var, training, momentum, eps))
+    return;  // Note [16-bit kernels]
   check_layout(input, out);
   OCTO_INTERNAL_ASSERT(training || (running_mean.defined() && running_var.defined()));
   const int64_t N = input.sizes[0], C = input.sizes[1];
@@ -223,15 +217,9 @@ void CpuBackend::batch_norm_backward(const TensorArg& grad_input, const TensorAr
                                      const TensorArg& grad_bias, const TensorArg& grad_out,
                                      const TensorArg& input, const TensorArg& weight,
                                      const TensorArg& save_mean, const TensorArg& save_invstd) {
-  if (cpu::any_half({&grad_input, &grad_weight, &grad_bias, &grad_out, &input, &weight, &save_mean,
-                     &save_invstd})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    batch_norm_backward(s.output(grad_input), s.output(grad_weight), s.output(grad_bias),
-                        s.input(grad_out), s.input(input), s.input(weight), s.input(save_mean),
-                        s.input(save_invstd));
-    s.finish();
-    return;
-  }
+  if (staged_batch_norm_backward(*this, grad_input, grad_weight, grad_bias, grad_out, input, weight,
+                                 save_mean, save_invstd))
+    return;  // Note [16-bit kernels]
   check_layout(input, grad_out);
   const bool want_gi = grad_input.defined() && grad_input.numel() > 0;
   if (want_gi) check_layout(input, grad_input);

@@ -9,8 +9,8 @@
 
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/float32_staging.h"
 #include "kernels/pool_math.h"
 
 namespace octo::kernels {
@@ -159,12 +159,7 @@ void check_4d(const TensorArg& a, const TensorArg& b, const char* op) {
 
 void CpuBackend::max_pool2d_forward(const TensorArg& out, const TensorArg& indices,
                                     const TensorArg& input, const Pool2dParams& p) {
-  if (cpu::any_half({&out, &input})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    max_pool2d_forward(s.output(out), indices, s.input(input), p);
-    s.finish();
-    return;
-  }
+  if (staged_max_pool2d_forward(*this, out, indices, input, p)) return;  // Note [16-bit kernels]
   check_4d(out, input, "max_pool2d_forward");
   OCTO_INTERNAL_ASSERT(indices.dtype == kInt64 && indices.ndim == 4);
   if (out.numel() == 0) return;
@@ -174,12 +169,8 @@ void CpuBackend::max_pool2d_forward(const TensorArg& out, const TensorArg& indic
 
 void CpuBackend::max_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
                                      const TensorArg& indices, const Pool2dParams& p) {
-  if (cpu::any_half({&grad_input, &grad_out})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    max_pool2d_backward(s.output(grad_input), s.input(grad_out), indices, p);
-    s.finish();
-    return;
-  }
+  if (staged_max_pool2d_backward(*this, grad_input, grad_out, indices, p))
+    return;  // Note [16-bit kernels]
   check_4d(grad_input, grad_out, "max_pool2d_backward");
   OCTO_INTERNAL_ASSERT(indices.dtype == kInt64 && indices.ndim == 4);
   if (grad_input.numel() == 0) return;
@@ -189,12 +180,7 @@ void CpuBackend::max_pool2d_backward(const TensorArg& grad_input, const TensorAr
 
 void CpuBackend::avg_pool2d_forward(const TensorArg& out, const TensorArg& input,
                                     const Pool2dParams& p) {
-  if (cpu::any_half({&out, &input})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    avg_pool2d_forward(s.output(out), s.input(input), p);
-    s.finish();
-    return;
-  }
+  if (staged_avg_pool2d_forward(*this, out, input, p)) return;  // Note [16-bit kernels]
   check_4d(out, input, "avg_pool2d_forward");
   if (out.numel() == 0) return;
   OCTO_DISPATCH_FLOATING(input.dtype, "avg_pool2d",
@@ -203,12 +189,7 @@ void CpuBackend::avg_pool2d_forward(const TensorArg& out, const TensorArg& input
 
 void CpuBackend::avg_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
                                      const Pool2dParams& p) {
-  if (cpu::any_half({&grad_input, &grad_out})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    avg_pool2d_backward(s.output(grad_input), s.input(grad_out), p);
-    s.finish();
-    return;
-  }
+  if (staged_avg_pool2d_backward(*this, grad_input, grad_out, p)) return;  // Note [16-bit kernels]
   check_4d(grad_input, grad_out, "avg_pool2d_backward");
   if (grad_input.numel() == 0) return;
   OCTO_DISPATCH_FLOATING(grad_input.dtype, "avg_pool2d_backward",

@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/float32_staging.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/float32_staging.h"
 
 namespace octo::kernels {
 
@@ -76,12 +76,7 @@ struct Rows {
 }  // namespace
 
 void CpuBackend::softmax(const TensorArg& out, const TensorArg& in, int dim, bool log) {
-  if (cpu::any_half({&out, &in})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    softmax(s.output(out), s.input(in), dim, log);
-    s.finish();
-    return;
-  }
+  if (staged_softmax(*this, out, in, dim, log)) return;  // Note [16-bit kernels]
   const TensorArg* args[] = {&out, &in};
   Rows rows(args, 2, dim, 1);
   OCTO_DISPATCH_FLOATING(in.dtype, log ? "log_softmax" : "softmax", [&] {
@@ -136,12 +131,8 @@ void CpuBackend::softmax(const TensorArg& out, const TensorArg& in, int dim, boo
 
 void CpuBackend::softmax_backward(const TensorArg& grad_in, const TensorArg& grad_out,
                                   const TensorArg& out, int dim, bool log) {
-  if (cpu::any_half({&grad_in, &grad_out, &out})) {  // Note [16-bit on the CPU]
-    cpu::Float32Staging s;
-    softmax_backward(s.output(grad_in), s.input(grad_out), s.input(out), dim, log);
-    s.finish();
-    return;
-  }
+  if (staged_softmax_backward(*this, grad_in, grad_out, out, dim, log))
+    return;  // Note [16-bit kernels]
   const TensorArg* args[] = {&grad_in, &grad_out, &out};
   Rows rows(args, 3, dim, 2);
   OCTO_DISPATCH_FLOATING(out.dtype, log ? "log_softmax_backward" : "softmax_backward", [&] {
