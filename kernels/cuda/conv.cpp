@@ -21,7 +21,9 @@
 // it is safe; see docs/internals/cuda.md).
 //
 // Math type (octo::cuda::allow_tf32()): float32 runs with CUDNN_FMA_MATH unless TF32 is allowed
-// (CUDNN_TENSOR_OP_MATH); float64 with CUDNN_DEFAULT_MATH. See cudnn_util.h.
+// (CUDNN_TENSOR_OP_MATH); float64 with CUDNN_DEFAULT_MATH; bfloat16 and float16 data with a
+// float32 compute type and CUDNN_TENSOR_OP_MATH (tensor cores; Note [16-bit kernels]). See
+// cudnn_util.h.
 #include <cudnn.h>
 
 #include <algorithm>
@@ -264,16 +266,21 @@ void run_conv(const Problem& pr) {
 }
 
 /// out[n, k, h, w] = bias[k], or 0 without a bias: the result when the input or filter is empty.
-void fill_with_bias(const TensorArg& out, const TensorArg& bias) {
-  if (!bias.defined()) {
-    cuda_backend().fill(out, Scalar(0.0));
-    return;
-  }
-  TensorArg b = out;  // bias broadcast to out's shape by zero strides
+/// bias [C_out] broadcast to out's shape [N, C_out, H, W] by zero strides.
+TensorArg broadcast_bias(const TensorArg& out, const TensorArg& bias) {
+  TensorArg b = out;
   b.data = bias.data;
   b.strides[0] = b.strides[2] = b.strides[3] = 0;
   b.strides[1] = bias.strides[0];
-  cuda_backend().copy(out, b);
+  return b;
+}
+
+void fill_with_bias(const TensorArg& out, const TensorArg& bias) {
+  if (bias.defined()) {
+    cuda_backend().copy(out, broadcast_bias(out, bias));
+  } else {
+    cuda_backend().fill(out, Scalar(0.0));
+  }
 }
 
 void check_args(const TensorArg& a, const TensorArg& b, const TensorArg& c, const char* op) {
@@ -303,7 +310,11 @@ void CudaBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
   PackedOutput y(out);
   const Problem pr("conv2d_forward", x, w, y.arg(), p);
   run_conv<ForwardOps>(pr);
-  if (bias.defined()) {
+  if (bias.defined() && is_half(bias.dtype)) {
+    // y += bias in octo's own 16-bit add (computed in float, rounded once): cudnnAddTensor does
+    // not document bfloat16 data.
+    cuda_backend().binary(BinaryOp::Add, pr.y, pr.y, broadcast_bias(pr.y, bias));
+  } else if (bias.defined()) {
     // y += bias viewed as [1, C_out, 1, 1]
     const TensorArg b = packed_input(bias, b_buf);
     TensorDescriptor bd;

@@ -21,9 +21,23 @@ namespace detail {
 namespace {
 
 cudnnDataType_t data_type(DType dtype) {
-  if (dtype == kFloat64) return CUDNN_DATA_DOUBLE;
-  OCTO_INTERNAL_ASSERT(dtype == kFloat32, "no cuDNN data type for ", dtype);
-  return CUDNN_DATA_FLOAT;
+  switch (dtype) {
+    case kFloat64:
+      return CUDNN_DATA_DOUBLE;
+    case kBFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    case kFloat16:
+      return CUDNN_DATA_HALF;
+    default:
+      OCTO_INTERNAL_ASSERT(dtype == kFloat32, "no cuDNN data type for ", dtype);
+      return CUDNN_DATA_FLOAT;
+  }
+}
+
+/// The convolution's compute (accumulation) type: float32 for 16-bit data, cuDNN's
+/// PSEUDO_HALF_CONFIG / PSEUDO_BFLOAT16_CONFIG (Note [16-bit kernels]); the data type otherwise.
+cudnnDataType_t compute_type(DType dtype) {
+  return is_half(dtype) ? CUDNN_DATA_FLOAT : data_type(dtype);
 }
 
 DataPtr allocate(Device device, DType dtype, int64_t numel) {
@@ -45,9 +59,9 @@ cudnnContext* cudnn_handle(int device) {
 }
 
 void check_cudnn_dtype(DType dtype, const char* op) {
-  if (dtype != kFloat32 && dtype != kFloat64) {
+  if (dtype != kFloat32 && dtype != kFloat64 && !is_half(dtype)) {
     OCTO_THROW(NotImplementedError, "cuda backend: ", op, " is not implemented for dtype ", dtype,
-               " (float32 and float64 are)");
+               " (float32, float64, bfloat16 and float16 are)");
   }
 }
 
@@ -119,7 +133,7 @@ void ConvolutionDescriptor::set(DType dtype, const kernels::Conv2dParams& p, boo
       desc_, to_cudnn_int(p.padding[0], op, "padding"), to_cudnn_int(p.padding[1], op, "padding"),
       to_cudnn_int(p.stride[0], op, "stride"), to_cudnn_int(p.stride[1], op, "stride"),
       to_cudnn_int(p.dilation[0], op, "dilation"), to_cudnn_int(p.dilation[1], op, "dilation"),
-      CUDNN_CROSS_CORRELATION, data_type(dtype)));
+      CUDNN_CROSS_CORRELATION, compute_type(dtype)));
   OCTO_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc_, to_cudnn_int(p.groups, op, "groups")));
   OCTO_CUDNN_CHECK(cudnnSetConvolutionMathType(
       desc_, static_cast<cudnnMathType_t>(math_type_for(dtype, allow_tf32))));
@@ -129,6 +143,7 @@ int math_type_for(DType dtype, bool allow_tf32) {
   // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION is never used: it lets cuDNN convert float32 data to
   // float16, whose range is far narrower than TF32's (float32's exponent).
   if (dtype == kFloat32) return allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  if (is_half(dtype)) return CUDNN_TENSOR_OP_MATH;  // 16-bit data, float32 accumulation
   return CUDNN_DEFAULT_MATH;
 }
 

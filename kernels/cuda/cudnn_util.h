@@ -38,8 +38,9 @@ namespace detail {
 /// that call it concurrently.
 cudnnContext* cudnn_handle(int device);
 
-/// Throws NotImplementedError naming `op` and the dtype unless cuDNN is used for it here (float32
-/// and float64).
+/// Throws NotImplementedError naming `op` and the dtype unless cuDNN takes it here (float32,
+/// float64, and for convolution bfloat16 and float16; batch norm stages 16-bit inputs before it
+/// gets here, Note [16-bit kernels]).
 void check_cudnn_dtype(DType dtype, const char* op);
 
 /// Throws NotImplementedError naming `op`, `what` and the value when value does not fit the int

@@ -1,9 +1,11 @@
 // CUDA elementwise kernels (unary, binary, where) over the shared functors of kernels/functors.h.
 //
 // Same dispatch as kernels/cpu/elementwise.cpp (visit_unary / visit_binary map the op to its
-// functor), one grid-stride kernel per (dtype, op) over coalesced TensorArgs. To keep nvcc time
-// low only float32, float64, int64 and bool are instantiated; other dtypes throw
-// NotImplementedError (where: any dtype, moved as raw words of the element's size).
+// functor), one grid-stride kernel per (dtype, op) over coalesced TensorArgs. bfloat16 and float16
+// load, compute in float and round once, like the CPU (compute_t, Note [16-bit kernels]). To keep
+// nvcc time low only float32, float64, bfloat16, float16, int64 and bool are instantiated; int32
+// and uint8 throw NotImplementedError (where: any dtype, moved as raw words of the element's
+// size).
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -25,20 +27,26 @@ using cuda_loops::blocks_for;
 using cuda_loops::kThreads;
 using cuda_loops::offset;
 
+/// T: the storage type, O: the output's (T, or bool), F a functor over compute_t<T>.
 template <typename T, typename O, typename F>
 __global__ void unary_kernel(TensorArg out, TensorArg in, int64_t n, F f) {
+  using C = compute_t<T>;
   O* o = out.data_as<O>();
   const T* x = in.data_as<const T>();
-  OCTO_CUDA_KERNEL_LOOP(i, n) { o[offset(out, i)] = static_cast<O>(f(x[offset(in, i)])); }
+  OCTO_CUDA_KERNEL_LOOP(i, n) {
+    o[offset(out, i)] = static_cast<O>(f(static_cast<C>(x[offset(in, i)])));
+  }
 }
 
 template <typename T, typename O, typename F>
 __global__ void binary_kernel(TensorArg out, TensorArg a, TensorArg b, int64_t n, F f) {
+  using C = compute_t<T>;
   O* o = out.data_as<O>();
   const T* x = a.data_as<const T>();
   const T* y = b.data_as<const T>();
   OCTO_CUDA_KERNEL_LOOP(i, n) {
-    o[offset(out, i)] = static_cast<O>(f(x[offset(a, i)], y[offset(b, i)]));
+    o[offset(out, i)] =
+        static_cast<O>(f(static_cast<C>(x[offset(a, i)]), static_cast<C>(y[offset(b, i)])));
   }
 }
 
@@ -54,10 +62,7 @@ __global__ void where_kernel(TensorArg out, TensorArg cond, TensorArg a, TensorA
 }
 
 /// The dtypes the CUDA elementwise kernels are built for (others: NotImplementedError).
-using CudaElementwiseTypes = DTypes<kFloat32, kFloat64, kInt64, kBool>;
-
-template <typename T, typename R>
-using out_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
+using CudaElementwiseTypes = DTypes<kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kBool>;
 
 }  // namespace
 
@@ -69,8 +74,9 @@ void CudaBackend::unary(UnaryOp op, const TensorArg& out, const TensorArg& in, S
       in.dtype, op_name(op),
       [&](auto tag) {
         using T = decltype(tag);
-        bool ok = visit_unary<T>(op, alpha, beta, [&](auto f) {
-          using O = out_t<T, decltype(f(T{}))>;
+        using C = compute_t<T>;
+        bool ok = visit_unary<C>(op, alpha, beta, [&](auto f) {
+          using O = out_t<T, decltype(f(C{}))>;
           OCTO_INTERNAL_ASSERT(out.dtype == dtype_of<O>);
           if (n == 0) return;
           std::array<TensorArg, 2> args{out, in};
@@ -93,8 +99,9 @@ void CudaBackend::binary(BinaryOp op, const TensorArg& out, const TensorArg& a, 
       a.dtype, op_name(op),
       [&](auto tag) {
         using T = decltype(tag);
-        bool ok = visit_binary<T>(op, alpha, [&](auto f) {
-          using O = out_t<T, decltype(f(T{}, T{}))>;
+        using C = compute_t<T>;
+        bool ok = visit_binary<C>(op, alpha, [&](auto f) {
+          using O = out_t<T, decltype(f(C{}, C{}))>;
           OCTO_INTERNAL_ASSERT(out.dtype == dtype_of<O>);
           if (n == 0) return;
           std::array<TensorArg, 3> args{out, a, b};

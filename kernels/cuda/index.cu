@@ -3,8 +3,8 @@
 // device before the main kernel: a small kernel flags an out-of-range index, the flag is copied
 // back (one stream synchronisation) and the op throws the CPU backend's IndexError (naming *an*
 // offending index, not necessarily the first). gather/index_select move raw words (any dtype);
-// the adds use atomicAdd (float32, float64, int64), so float sums are not bit-reproducible across
-// runs.
+// the adds use atomicAdd (float32, float64, int64; bfloat16 and float16 by compare-and-swap of the
+// 32-bit word, each add rounded once), so float sums are not bit-reproducible across runs.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -74,6 +74,26 @@ __device__ inline void atomic_add(int64_t* p, int64_t v) {
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
 
+/// A 16-bit atomic add (T = BFloat16 or Float16): compare-and-swap on the aligned 32-bit word
+/// that holds the element; the sum is computed in float and rounded once, as the CPU's add_into.
+template <typename T>
+__device__ inline void atomic_add_16(T* p, T v) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto* word = reinterpret_cast<unsigned int*>(addr & ~uintptr_t(3));
+  const unsigned shift = (addr & 2) ? 16u : 0u;
+  unsigned int old = *word, assumed = 0;
+  do {
+    assumed = old;
+    T cur;
+    cur.bits = static_cast<uint16_t>(assumed >> shift);
+    const T sum(static_cast<float>(cur) + static_cast<float>(v));
+    const unsigned int next = (assumed & ~(0xffffu << shift)) | (unsigned(sum.bits) << shift);
+    old = atomicCAS(word, assumed, next);
+  } while (assumed != old);
+}
+__device__ inline void atomic_add(BFloat16* p, BFloat16 v) { atomic_add_16(p, v); }
+__device__ inline void atomic_add(Float16* p, Float16 v) { atomic_add_16(p, v); }
+
 /// dst[p] + index[p] * step += src[p], p over index's shape.
 template <typename T>
 __global__ void scatter_add_kernel(TensorArg dst, TensorArg index, TensorArg src, int64_t step,
@@ -128,9 +148,15 @@ void launch_scatter_add(const TensorArg& out, int dim, const TensorArg& index, c
     case kInt64:
       scatter_add_kernel<int64_t><<<b, kThreads, 0, stream>>>(dst, index, from, step, n);
       break;
+    case kBFloat16:
+      scatter_add_kernel<BFloat16><<<b, kThreads, 0, stream>>>(dst, index, from, step, n);
+      break;
+    case kFloat16:
+      scatter_add_kernel<Float16><<<b, kThreads, 0, stream>>>(dst, index, from, step, n);
+      break;
     default:
       OCTO_THROW(NotImplementedError, "cuda backend: ", op, " is not implemented for dtype ",
-                 out.dtype, " yet (float32, float64, int64 are)");
+                 out.dtype, " yet (float32, float64, bfloat16, float16, int64 are)");
   }
   OCTO_CUDA_CHECK_LAUNCH("scatter_add");
 }

@@ -93,20 +93,11 @@ TensorArg usable(const TensorArg& t, DataPtr& buffer) {
 }
 
 /// out *= beta for an empty sum (k == 0); beta == 0 writes zeros (NaNs in out are ignored).
-/// The CUDA elementwise kernels have no 16-bit types, so those are scaled through float32.
 void scale_output(const TensorArg& out, double beta) {
   if (beta == 0.0) {
     cuda_backend().fill(out, Scalar(0.0));
-  } else if (!is_half(out.dtype)) {
-    cuda_backend().unary(UnaryOp::MulScalar, out, out, Scalar(beta), Scalar());
   } else {
-    DataPtr buf =
-        cuda::caching_allocator(out.device.index())->allocate(size_t(out.numel()) * sizeof(float));
-    TensorArg f = contiguous_like(out, buf.get());
-    f.dtype = kFloat32;
-    cuda_backend().copy(f, out);
-    cuda_backend().unary(UnaryOp::MulScalar, f, f, Scalar(beta), Scalar());
-    cuda_backend().copy(out, f);
+    cuda_backend().unary(UnaryOp::MulScalar, out, out, Scalar(beta), Scalar());
   }
 }
 

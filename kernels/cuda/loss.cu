@@ -7,7 +7,8 @@
 // target is outside [0, C) and not ignore_index sets a flag and reads nothing; the forward copies
 // the flag back (one stream synchronisation) and throws the CPU backend's IndexError, naming *an*
 // offending target (not necessarily the first). The backward trusts the targets the forward
-// checked and writes NaN for a row with a bad one instead of reading out of bounds.
+// checked and writes NaN for a row with a bad one instead of reading out of bounds. bfloat16 and
+// float16 logits run the float32 kernels on staged copies (Note [16-bit kernels]).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/float32_staging.h"
 #include "kernels/loss_math.h"
 
 namespace octo::kernels {
@@ -136,6 +138,8 @@ unsigned row_blocks(int64_t rows) {
 void CudaBackend::cross_entropy_forward(const TensorArg& loss, const TensorArg& lse,
                                         const TensorArg& logits, const TensorArg& target,
                                         const TensorArg& weight, const CrossEntropyParams& p) {
+  if (staged_cross_entropy_forward(*this, loss, lse, logits, target, weight, p))
+    return;  // Note [16-bit kernels]
   ce::check_forward_args(loss, lse, logits, target, weight);
   const int64_t n = logits.sizes[0], classes = logits.sizes[1];
   if (n == 0) return;
@@ -163,6 +167,8 @@ void CudaBackend::cross_entropy_backward(const TensorArg& grad_logits, const Ten
                                          const TensorArg& logits, const TensorArg& lse,
                                          const TensorArg& target, const TensorArg& weight,
                                          const CrossEntropyParams& p) {
+  if (staged_cross_entropy_backward(*this, grad_logits, grad_loss, logits, lse, target, weight, p))
+    return;  // Note [16-bit kernels]
   ce::check_backward_args(grad_logits, grad_loss, logits, lse, target, weight);
   const int64_t n = logits.sizes[0], classes = logits.sizes[1];
   if (n == 0 || classes == 0) return;

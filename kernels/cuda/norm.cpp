@@ -1,5 +1,8 @@
 // Batch norm forward (training and eval) and backward through cuDNN's spatial batch normalization.
 //
+// float32 and float64 go to cuDNN as they are; a 16-bit input (with float32 or 16-bit parameters)
+// runs the float32 path on staged copies (Note [16-bit kernels]), as on the CPU.
+//
 // An input [N, C, *] is handed to cuDNN as the packed 4-d tensor [N, C, S, 1], S the product of the
 // dims after C (1 for a 2-d input), with CUDNN_BATCHNORM_SPATIAL: one mean and variance per
 // channel over N x S values, exactly the CPU backend's statistics. Arguments that are not packed
@@ -27,6 +30,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_util.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/float32_staging.h"
 
 namespace octo::kernels {
 
@@ -105,6 +109,9 @@ void CudaBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save
                                      const TensorArg& weight, const TensorArg& bias,
                                      const TensorArg& running_mean, const TensorArg& running_var,
                                      bool training, double momentum, double eps) {
+  if (staged_batch_norm_forward(*this, out, save_mean, save_invstd, input, weight, bias,
+                                running_mean, running_var, training, momentum, eps))
+    return;  // Note [16-bit kernels]
   const char* op = "batch_norm_forward";
   check_layout(input, out);
   OCTO_INTERNAL_ASSERT(training || (running_mean.defined() && running_var.defined()));
@@ -173,6 +180,9 @@ void CudaBackend::batch_norm_backward(const TensorArg& grad_input, const TensorA
                                       const TensorArg& grad_bias, const TensorArg& grad_out,
                                       const TensorArg& input, const TensorArg& weight,
                                       const TensorArg& save_mean, const TensorArg& save_invstd) {
+  if (staged_batch_norm_backward(*this, grad_input, grad_weight, grad_bias, grad_out, input, weight,
+                                 save_mean, save_invstd))
+    return;  // Note [16-bit kernels]
   const char* op = "batch_norm_backward";
   check_layout(input, grad_out);
   const bool want_gi = grad_input.defined() && grad_input.numel() > 0;

@@ -5,7 +5,8 @@
 // Backward: one thread per input element gathers from the outputs whose windows can contain it
 // (PyTorch's formulation), in the order the CPU adds them; no atomics, so results do not depend on
 // scheduling, and every grad_input element is written (max backward needs no separate zeroing).
-// Other dtypes throw NotImplementedError (Note [One dtype dispatch]).
+// bfloat16 and float16 run the float32 kernels on staged copies (Note [16-bit kernels]); other
+// dtypes throw NotImplementedError (Note [One dtype dispatch]).
 #include <cuda_runtime_api.h>
 
 #include "core/error.h"
@@ -13,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loops.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/float32_staging.h"
 #include "kernels/pool_math.h"
 
 namespace octo::kernels {
@@ -98,6 +100,7 @@ void check_4d(const TensorArg& a, const TensorArg& b, const char* op) {
 
 void CudaBackend::max_pool2d_forward(const TensorArg& out, const TensorArg& indices,
                                      const TensorArg& input, const Pool2dParams& p) {
+  if (staged_max_pool2d_forward(*this, out, indices, input, p)) return;  // Note [16-bit kernels]
   check_4d(out, input, "max_pool2d_forward");
   check_4d(indices, out, "max_pool2d_forward");
   OCTO_INTERNAL_ASSERT(indices.dtype == kInt64 && out.dtype == input.dtype);
@@ -117,6 +120,8 @@ void CudaBackend::max_pool2d_forward(const TensorArg& out, const TensorArg& indi
 
 void CudaBackend::max_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
                                       const TensorArg& indices, const Pool2dParams& p) {
+  if (staged_max_pool2d_backward(*this, grad_input, grad_out, indices, p))
+    return;  // Note [16-bit kernels]
   check_4d(grad_input, grad_out, "max_pool2d_backward");
   check_4d(indices, grad_out, "max_pool2d_backward");
   OCTO_INTERNAL_ASSERT(indices.dtype == kInt64 && grad_out.dtype == grad_input.dtype);
@@ -137,6 +142,7 @@ void CudaBackend::max_pool2d_backward(const TensorArg& grad_input, const TensorA
 
 void CudaBackend::avg_pool2d_forward(const TensorArg& out, const TensorArg& input,
                                      const Pool2dParams& p) {
+  if (staged_avg_pool2d_forward(*this, out, input, p)) return;  // Note [16-bit kernels]
   check_4d(out, input, "avg_pool2d_forward");
   OCTO_INTERNAL_ASSERT(out.dtype == input.dtype);
   dispatch_dtypes<Float32And64>(
@@ -155,6 +161,7 @@ void CudaBackend::avg_pool2d_forward(const TensorArg& out, const TensorArg& inpu
 
 void CudaBackend::avg_pool2d_backward(const TensorArg& grad_input, const TensorArg& grad_out,
                                       const Pool2dParams& p) {
+  if (staged_avg_pool2d_backward(*this, grad_input, grad_out, p)) return;  // Note [16-bit kernels]
   check_4d(grad_input, grad_out, "avg_pool2d_backward");
   OCTO_INTERNAL_ASSERT(grad_out.dtype == grad_input.dtype);
   dispatch_dtypes<Float32And64>(

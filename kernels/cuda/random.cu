@@ -2,8 +2,9 @@
 //
 // Element i (row-major index) evaluates the same transform of kernels/functors.h as the CPU
 // backend (kernels/cpu/random.cpp) at counter state.offset + i, so a GPU tensor equals the CPU
-// tensor drawn with the same generator state bit for bit. Instantiated for float32, float64 and
-// (bernoulli, randint) int64 and bool; other dtypes throw NotImplementedError.
+// tensor drawn with the same generator state bit for bit. Instantiated for float32, float64,
+// bfloat16, float16 (drawn in float, rounded once, as on the CPU) and (bernoulli, randint) int64
+// and bool; other dtypes throw NotImplementedError.
 #include <cuda_runtime_api.h>
 
 #include <type_traits>
@@ -55,31 +56,21 @@ void fill_random(const TensorArg& out, Sample sample) {
 }  // namespace
 
 void CudaBackend::uniform(const TensorArg& out, double low, double high, GeneratorState state) {
-  if (out.dtype == kFloat32) {
-    fill_random<float>(
-        out, UniformTransform<float>{Philox(state.seed), state.offset, static_cast<float>(low),
-                                     static_cast<float>(high)});
-  } else if (out.dtype == kFloat64) {
-    fill_random<double>(out, UniformTransform<double>{Philox(state.seed), state.offset, low, high});
-  } else if (is_half(out.dtype)) {
-    unsupported("uniform", out.dtype);
-  } else {
-    OCTO_THROW(ValueError, "uniform: expected a floating point dtype, got ", out.dtype);
-  }
+  dispatch_dtypes<FloatingTypes>(out.dtype, "uniform", [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;  // as the CPU's
+    fill_random<T>(out, UniformTransform<C>{Philox(state.seed), state.offset, static_cast<C>(low),
+                                            static_cast<C>(high)});
+  });
 }
 
 void CudaBackend::normal(const TensorArg& out, double mean, double std, GeneratorState state) {
-  if (out.dtype == kFloat32) {
-    fill_random<float>(
-        out, NormalTransform<float>{Philox(state.seed), state.offset, static_cast<float>(mean),
-                                    static_cast<float>(std)});
-  } else if (out.dtype == kFloat64) {
-    fill_random<double>(out, NormalTransform<double>{Philox(state.seed), state.offset, mean, std});
-  } else if (is_half(out.dtype)) {
-    unsupported("normal", out.dtype);
-  } else {
-    OCTO_THROW(ValueError, "normal: expected a floating point dtype, got ", out.dtype);
-  }
+  dispatch_dtypes<FloatingTypes>(out.dtype, "normal", [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    fill_random<T>(out, NormalTransform<C>{Philox(state.seed), state.offset, static_cast<C>(mean),
+                                           static_cast<C>(std)});
+  });
 }
 
 void CudaBackend::bernoulli(const TensorArg& out, double p, GeneratorState state) {
@@ -93,6 +84,10 @@ void CudaBackend::bernoulli(const TensorArg& out, double p, GeneratorState state
       return fill_random<int64_t>(out, sample);
     case kBool:
       return fill_random<bool>(out, sample);
+    case kBFloat16:
+      return fill_random<BFloat16>(out, sample);
+    case kFloat16:
+      return fill_random<Float16>(out, sample);
     default:
       unsupported("bernoulli", out.dtype);
   }
@@ -111,6 +106,10 @@ void CudaBackend::randint(const TensorArg& out, int64_t low, int64_t high, Gener
       return fill_random<int64_t>(out, sample);
     case kBool:
       return fill_random<bool>(out, sample);
+    case kBFloat16:
+      return fill_random<BFloat16>(out, sample);
+    case kFloat16:
+      return fill_random<Float16>(out, sample);
     default:
       unsupported("randint", out.dtype);
   }

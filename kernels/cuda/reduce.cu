@@ -4,8 +4,9 @@
 // share of the reduced elements, then a shared-memory tree merges the 256 partials. Accumulation
 // is in double for floating inputs and int64 for integers (as the CPU backend); var uses Welford
 // per thread and Chan's merge. Results are deterministic (fixed order for a given launch) but, for
-// floating sums, not bit-identical to the CPU's block order. Inputs: float32, float64, int64, bool
-// (others throw NotImplementedError); the output may have any dtype the CPU backend writes.
+// floating sums, not bit-identical to the CPU's block order. Inputs: float32, float64, bfloat16,
+// float16 (widened to double as they are read, Note [16-bit kernels]), int64, bool (others throw
+// NotImplementedError); the output may have any dtype the CPU backend writes.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/functors.h"
 
 namespace octo::kernels {
 
@@ -176,7 +178,7 @@ __global__ void reduce_kernel(TensorArg out, TensorArg kept, TensorArg red, int6
     const int64_t base = kept.offset_of(o);
     State<A> s = start<A, kOp>();
     for (int64_t j = threadIdx.x; j < red_n; j += blockDim.x)
-      push<A, kOp>(s, static_cast<A>(in[base + red.offset_of(j)]), j);
+      push<A, kOp>(s, static_cast<A>(compute_t<T>(in[base + red.offset_of(j)])), j);
     sh[threadIdx.x] = s;
     __syncthreads();
     for (int w = kReduceThreads / 2; w > 0; w >>= 1) {
@@ -279,10 +281,16 @@ void CudaBackend::reduce(ReduceOp op, const TensorArg& out, const TensorArg& in,
     case kBool:
       launch_op<bool>(op, out, kept, red, out_n, red_n, correction, s);
       break;
+    case kBFloat16:
+      launch_op<BFloat16>(op, out, kept, red, out_n, red_n, correction, s);
+      break;
+    case kFloat16:
+      launch_op<Float16>(op, out, kept, red, out_n, red_n, correction, s);
+      break;
     default:
       OCTO_THROW(NotImplementedError, "cuda backend: ", reduce_name(op),
                  " is not implemented for dtype ", in.dtype,
-                 " yet (float32, float64, int64, bool are)");
+                 " yet (float32, float64, bfloat16, float16, int64, bool are)");
   }
   OCTO_CUDA_CHECK_LAUNCH("reduce");
 }

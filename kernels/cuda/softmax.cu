@@ -3,7 +3,8 @@
 // Same math as kernels/cpu/softmax.cpp: the row max (NaN poisons the row; an all -inf row is
 // shifted by 0 so it comes out NaN), exp(x - max) summed in double, and for the backward
 // sum(g) (log) or sum(g * y) in double. Rows are every index of the other dims; a row's elements
-// are strided by the tensor's stride along dim. float32 and float64.
+// are strided by the tensor's stride along dim. float32 and float64; bfloat16 and float16 run the
+// float32 kernel on staged copies (Note [16-bit kernels]).
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/float32_staging.h"
 
 namespace octo::kernels {
 
@@ -94,6 +96,7 @@ unsigned row_blocks(int64_t rows) {
 }  // namespace
 
 void CudaBackend::softmax(const TensorArg& out, const TensorArg& in, int dim, bool log) {
+  if (staged_softmax(*this, out, in, dim, log)) return;  // Note [16-bit kernels]
   OCTO_INTERNAL_ASSERT(out.ndim == in.ndim && dim >= 0 && dim < in.ndim && out.dtype == in.dtype);
   const int64_t n = in.sizes[dim], total = in.numel();
   if (total == 0) return;
@@ -110,6 +113,8 @@ void CudaBackend::softmax(const TensorArg& out, const TensorArg& in, int dim, bo
 
 void CudaBackend::softmax_backward(const TensorArg& grad_in, const TensorArg& grad_out,
                                    const TensorArg& out, int dim, bool log) {
+  if (staged_softmax_backward(*this, grad_in, grad_out, out, dim, log))
+    return;  // Note [16-bit kernels]
   OCTO_INTERNAL_ASSERT(grad_in.ndim == out.ndim && grad_out.ndim == out.ndim && dim >= 0 &&
                        dim < out.ndim);
   const int64_t n = out.sizes[dim], total = out.numel();
