@@ -211,23 +211,15 @@ void check_same_device(const std::vector<Tensor>& tensors) {
   }
 }
 
-void check_floating(const char* op, DType dt, Device device,
-                    std::initializer_list<NamedDType> operands, bool cuda_half) {
-  if (dt == kFloat32 || dt == kFloat64) return;
-  const bool half = is_half(dt);
-  if (half && (device.is_cpu() || cuda_half)) return;
+void check_floating(const char* op, DType dt, std::initializer_list<NamedDType> operands) {
+  if (is_floating(dt)) return;
   std::ostringstream found;
   for (const NamedDType& o : operands) {
     if (found.tellp() > 0) found << ", ";
     found << o.name << ' ' << o.dtype;
   }
-  if (!half) {
-    OCTO_THROW(ValueError, op,
-               ": expected floating-point tensors (float32, float64, bfloat16 or float16), got ",
-               found.str());
-  }
-  OCTO_THROW(NotImplementedError, op, ": ", dt, " is not implemented on ", device,
-             " yet (float32 and float64 are; bfloat16 and float16 run on the CPU), got ",
+  OCTO_THROW(ValueError, op,
+             ": expected floating-point tensors (float32, float64, bfloat16 or float16), got ",
              found.str());
 }
 

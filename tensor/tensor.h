@@ -260,12 +260,9 @@ struct NamedDType {
   DType dtype;
 };
 /// The dtype rule of a primitive (convolution, pooling, batch norm, cross-entropy, products):
-/// `dt`, the operands' common dtype, must be floating. float32 and float64 run everywhere;
-/// bfloat16 and float16 on the CPU (Note [16-bit on the CPU]) and on CUDA only where
-/// `cuda_half` (the CUDA kernel has them). A non-floating dtype is a ValueError naming each
-/// operand's dtype; a 16-bit one on a device without the kernel is a NotImplementedError.
-void check_floating(const char* op, DType dt, Device device,
-                    std::initializer_list<NamedDType> operands, bool cuda_half = false);
+/// `dt`, the operands' common dtype, must be floating: float32, float64, bfloat16 or float16, on
+/// every backend (Note [16-bit kernels]). Otherwise a ValueError naming each operand's dtype.
+void check_floating(const char* op, DType dt, std::initializer_list<NamedDType> operands);
 }  // namespace detail
 
 }  // namespace octo

@@ -110,11 +110,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   if (bias.defined()) dt = promote_types(dt, bias.dtype());
   if (bias.defined()) {
     detail::check_floating(
-        "conv2d", dt, input.device(),
+        "conv2d", dt,
         {{"input", input.dtype()}, {"weight", weight.dtype()}, {"bias", bias.dtype()}});
   } else {
-    detail::check_floating("conv2d", dt, input.device(),
-                           {{"input", input.dtype()}, {"weight", weight.dtype()}});
+    detail::check_floating("conv2d", dt, {{"input", input.dtype()}, {"weight", weight.dtype()}});
   }
 
   const int64_t OH = floor_div(H + 2 * padding[0] - dilation[0] * (kH - 1) - 1, stride[0]) + 1;

@@ -26,12 +26,11 @@ DType check_operands(const char* op, const Tensor& a, const Tensor& b) {
   return promote_types(a.dtype(), b.dtype());
 }
 
-/// float32 and float64 on every device; bfloat16 and float16 too (staged through float32 on the
-/// CPU, cuBLAS on CUDA). a and b share a device; the error calls them input and `b_name`.
+/// float32, float64, bfloat16 and float16 (staged through float32 on the CPU, cuBLAS on CUDA);
+/// the error calls the operands input and `b_name`.
 void check_floating(const char* op, DType dt, const Tensor& a, const Tensor& b,
                     const char* b_name = "other") {
-  detail::check_floating(op, dt, a.device(), {{"input", a.dtype()}, {b_name, b.dtype()}},
-                         /*cuda_half=*/true);
+  detail::check_floating(op, dt, {{"input", a.dtype()}, {b_name, b.dtype()}});
 }
 
 /// The kernel-side view of a 2-d or 3-d tensor as 3-d: [rows, cols] -> [1, rows, cols].
