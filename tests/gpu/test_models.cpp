@@ -104,6 +104,14 @@ TEST_CASE("the examples train a few steps on cuda:0", "[cuda][models][examples]"
     REQUIRE(r.rc == 0);
     CHECK(r.out.find("cuda:0") != std::string::npos);
     CHECK(final_accuracy(r.out) > 80.0);  // 10% is chance; the CPU run of this data reaches ~100%
+    // Mixed precision: bfloat16 autocast, and float16 with the GradScaler.
+    for (const char* amp : {"bf16", "fp16"}) {
+      INFO("--amp " << amp);
+      Run a = run(bin("mnist/mnist") + " --model cnn --device cuda:0 --data " + d.string() +
+                  " --epochs 2 --batch-size 32 --seed 3 --amp " + amp);
+      REQUIRE(a.rc == 0);
+      CHECK(final_accuracy(a.out) > 80.0);
+    }
     fs::remove_all(d);
   }
   {

@@ -273,8 +273,9 @@ TEST_CASE("cuda MLP gradients match the cpu", "[cuda][ops][autograd]") {
 }
 
 TEST_CASE("cuda elementwise dtypes that are not built throw NotImplementedError", "[cuda][ops]") {
-  // float16 tensors exist on the GPU (storage, copies, GEMM) but the elementwise kernels are built
-  // for float32, float64, int64 and bool only.
-  Tensor h = octo::ones({3}, {.dtype = octo::kFloat16, .device = kGpu});
+  // int32 tensors exist on the GPU (storage, copies) but the elementwise kernels are built for
+  // float32, float64, bfloat16, float16, int64 and bool only.
+  Tensor h = octo::ones({3}, {.dtype = octo::kInt32, .device = kGpu});
   CHECK_THROWS_AS(octo::add(h, h), octo::NotImplementedError);
+  CHECK_THROWS_WITH(octo::add(h, h), Catch::Contains("int32"));
 }
