@@ -14,7 +14,8 @@
 #   ninja: the gpu-suite tests, bench/bench_gpu, examples/mnist/mnist, examples/cifar10/cifar10
 #   meson test -C B --suite gpu --print-errorlogs --no-rebuild
 #   B/bench/bench_gpu  and  python3 tools/bench_torch.py    (skips itself without torch or a GPU)
-#   a few training steps of examples/mnist (cnn, mlp) and examples/cifar10 on cuda:0, on data
+#   a few training steps of examples/mnist (cnn, mlp, cnn with --amp bf16 and fp16) and
+#   examples/cifar10 on cuda:0, on data
 #   generated on the spot (or data/mnist, data/cifar-10-batches-bin when present)
 # and writes a markdown report to gpu_report.md, or to $OUT/gpu_report.md when OUT is set (the full
 # test log and the benchmark logs are copied beside it). Every step runs under `timeout`, all
@@ -347,9 +348,13 @@ if [[ -z $mnist_data || -z $cifar_data ]]; then
     data_note="generating data failed: $(tail -n 1 "$LOGDIR/make_data.log")"
   fi
 fi
-EXAMPLES=(mnist_cnn mnist_mlp cifar10)
+EXAMPLES=(mnist_cnn mnist_mlp mnist_cnn_bf16 mnist_cnn_fp16 cifar10)
 for ex in "${EXAMPLES[@]}"; do
-  if [[ $ex == mnist_* ]]; then
+  if [[ $ex == mnist_cnn_bf16 || $ex == mnist_cnn_fp16 ]]; then  # autocast (Note [16-bit kernels])
+    exe=$BUILD/examples/mnist/mnist
+    data=$mnist_data
+    args=(--model cnn --amp "${ex#mnist_cnn_}")
+  elif [[ $ex == mnist_* ]]; then
     exe=$BUILD/examples/mnist/mnist
     data=$mnist_data
     args=(--model "${ex#mnist_}")

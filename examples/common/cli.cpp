@@ -104,17 +104,6 @@ static void check_save_target(const std::string& path) {
     throw CLI::ValidationError("--save", "'" + path + "' exists and is not a regular file");
 }
 
-// --amp needs 16-bit kernels for every op a model runs; the CUDA backend has its 16-bit GEMM but
-// not yet its 16-bit elementwise, convolution and pooling kernels (docs/mixed-precision.md).
-static void check_amp_devices(const TrainOptions& o, const std::vector<octo::Device>& devices) {
-  if (o.amp == "off") return;
-  for (const octo::Device& d : devices)
-    if (d.is_cuda())
-      throw CLI::ValidationError(
-          "--amp", "mixed precision runs on CPU devices only so far, got " + d.str() +
-                       " (the CUDA backend has no 16-bit elementwise or convolution kernels yet)");
-}
-
 std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
   std::vector<octo::Device> out;
   if (o.distributed) {
@@ -124,7 +113,6 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
           "cannot be combined with --distributed (each process uses one device; start one process per device)");
     check_save_target(o.save);
     octo::Device wanted = parse_device(o.device, "--device");
-    check_amp_devices(o, {wanted});
     namespace dist = octo::distributed;
     if (!dist::is_available())
       throw CLI::ValidationError("--distributed", "octo was built without MPI");
@@ -152,7 +140,6 @@ std::vector<octo::Device> resolve_devices(const TrainOptions& o) {
       out.push_back(d);
     }
   }
-  check_amp_devices(o, out);
   return out;
 }
 
