@@ -1,4 +1,5 @@
-// Allocators: where storage bytes come from. The CPU allocator is 64-byte aligned and counted.
+// Allocators: where storage bytes come from. The CPU allocator is 64-byte aligned, counted, and
+// keeps freed large blocks for reuse (Note [CPU caching allocator] in allocator.cpp).
 #pragma once
 
 #include <cstddef>
@@ -42,5 +43,7 @@ Allocator* cpu_allocator();
 Allocator* allocator_for(Device device);
 /// Memory statistics for a device (all cpu:N share host memory, so they report the same).
 MemoryStats memory_stats(Device device);
+/// Returns the device's cached, unused blocks to the system (every cpu:N shares one cache).
+void empty_cache(Device device);
 
 }  // namespace octo
