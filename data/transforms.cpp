@@ -11,7 +11,9 @@ Tensor to_float(const Tensor& images) {
   OCTO_CHECK_VALUE(images.dtype() == kUInt8, "to_float: expected uint8 images, got ",
                    images.dtype());
   NoGradGuard no_grad;
-  return images.to(kFloat32) * (1.0 / 255.0);
+  Tensor out = images.to(kFloat32);
+  out.mul_(1.0 / 255.0);  // in place: one buffer, two passes
+  return out;
 }
 
 Tensor normalize(const Tensor& images, const std::vector<double>& mean,
@@ -29,6 +31,7 @@ Tensor normalize(const Tensor& images, const std::vector<double>& mean,
     OCTO_CHECK_VALUE(s > 0, "normalize: standard deviations must be positive, got ", s);
     inv.push_back(1.0 / s);
   }
+  if (c == 1) return (images - mean[0]) * inv[0];  // grayscale: scalar ops, no broadcast
   TensorOptions opts{.dtype = images.dtype(), .device = images.device()};
   Tensor m = tensor(mean, {c, 1, 1}, opts);
   Tensor k = tensor(inv, {c, 1, 1}, opts);
