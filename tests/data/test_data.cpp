@@ -262,6 +262,13 @@ TEST_CASE("image transforms") {
   CHECK(n[0][0][0][0].item<float>() == Approx(2.0));
   CHECK(n[0][2][0][0].item<float>() == Approx(0.5));
   CHECK_THROWS_AS(normalize(x, {0.5}, {0.5}), octo::ValueError);
+  // One channel takes the scalar path: the same (x - mean) / std, over [N, 1, H, W] and [1, H, W].
+  Tensor gray = to_float(octo::from_vector<uint8_t>({0, 51, 255, 102}, {2, 1, 1, 2}));
+  const std::vector<float> normed = normalize(gray, {0.5}, {0.25}).to_vector<float>();
+  const std::vector<double> want = {-2.0, -1.2, 2.0, -0.4};
+  REQUIRE(normed.size() == want.size());
+  for (size_t i = 0; i < normed.size(); ++i) CHECK(normed[i] == Approx(want[i]));
+  CHECK(normalize(gray[1], {0.5}, {0.25}).sizes() == octo::Shape{1, 1, 2});
 }
 
 namespace {
