@@ -34,8 +34,6 @@ using MapMat = Eigen::Map<RowMat<T>>;
 template <typename T>
 using MapConstMat = Eigen::Map<const RowMat<T>>;
 
-using OmpThreadScope = cpu::OmpThreadsGuard;
-
 /// A per-thread scratch buffer of at least n elements of T, reused across calls.
 template <typename T>
 T* scratch(int64_t n) {
@@ -94,7 +92,7 @@ bool batch_parallel(const ConvGeometry& g, int nt) {
 template <typename Fn>
 void for_each_sample(const ConvGeometry& g, Fn fn) {
   const int nt = get_num_threads();
-  OmpThreadScope scope(nt);
+  cpu::OmpThreadsGuard scope(nt);
   if (batch_parallel(g, nt)) {
     parallel_for(0, g.N, 1, [&](int64_t b, int64_t e) {
       for (int64_t n = b; n < e; ++n) fn(n);
@@ -189,7 +187,7 @@ void backward_weight_impl(const TensorArg& grad_weight, const TensorArg& grad_ou
 
   std::fill(gw, gw + numel_w, T(0));
   const int nt = get_num_threads();
-  OmpThreadScope scope(nt);
+  cpu::OmpThreadsGuard scope(nt);
   if (batch_parallel(g, nt)) {
     // Fixed chunks of samples, one partial sum each, added in chunk order.
     const int64_t chunks = nt;
@@ -221,12 +219,10 @@ void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
                                 const TensorArg& weight, const TensorArg& bias,
                                 const Conv2dParams& p) {
   if (cpu::dnnl_conv2d_forward(out, input, weight, bias, p)) return;  // Note [oneDNN convolution]
-  if (any_half({&out, &input, &weight, &bias})) {                     // Note [16-bit kernels]
-    Float32Staging s;
-    conv2d_forward(s.output(out), s.input(input), s.input(weight), s.input(bias), p);
-    s.finish();
-    return;
-  }
+  if (staged_in_float32({&out, &input, &weight, &bias}, [&](Float32Staging& s) {
+        conv2d_forward(s.output(out), s.input(input), s.input(weight), s.input(bias), p);
+      }))
+    return;  // Note [16-bit kernels]
   check_args(out, input, weight, "conv2d_forward");
   OCTO_INTERNAL_ASSERT(!bias.defined() || (bias.ndim == 1 && bias.dtype == out.dtype));
   if (out.numel() == 0) return;
@@ -237,12 +233,10 @@ void CpuBackend::conv2d_forward(const TensorArg& out, const TensorArg& input,
 void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const TensorArg& grad_out,
                                        const TensorArg& weight, const Conv2dParams& p) {
   if (cpu::dnnl_conv2d_backward_input(grad_input, grad_out, weight, p)) return;
-  if (any_half({&grad_input, &grad_out, &weight})) {  // Note [16-bit kernels]
-    Float32Staging s;
-    conv2d_backward_input(s.output(grad_input), s.input(grad_out), s.input(weight), p);
-    s.finish();
-    return;
-  }
+  if (staged_in_float32({&grad_input, &grad_out, &weight}, [&](Float32Staging& s) {
+        conv2d_backward_input(s.output(grad_input), s.input(grad_out), s.input(weight), p);
+      }))
+    return;  // Note [16-bit kernels]
   check_args(grad_input, grad_out, weight, "conv2d_backward_input");
   if (grad_input.numel() == 0) return;
   OCTO_DISPATCH_FLOATING(grad_input.dtype, "conv2d_backward_input",
@@ -252,12 +246,10 @@ void CpuBackend::conv2d_backward_input(const TensorArg& grad_input, const Tensor
 void CpuBackend::conv2d_backward_weight(const TensorArg& grad_weight, const TensorArg& grad_out,
                                         const TensorArg& input, const Conv2dParams& p) {
   if (cpu::dnnl_conv2d_backward_weight(grad_weight, grad_out, input, p)) return;
-  if (any_half({&grad_weight, &grad_out, &input})) {  // Note [16-bit kernels]
-    Float32Staging s;
-    conv2d_backward_weight(s.output(grad_weight), s.input(grad_out), s.input(input), p);
-    s.finish();
-    return;
-  }
+  if (staged_in_float32({&grad_weight, &grad_out, &input}, [&](Float32Staging& s) {
+        conv2d_backward_weight(s.output(grad_weight), s.input(grad_out), s.input(input), p);
+      }))
+    return;  // Note [16-bit kernels]
   check_args(grad_weight, grad_out, input, "conv2d_backward_weight");
   if (grad_weight.numel() == 0) return;
   OCTO_DISPATCH_FLOATING(grad_weight.dtype, "conv2d_backward_weight",

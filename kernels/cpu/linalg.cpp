@@ -282,12 +282,10 @@ void bmm_impl(const TensorArg& out, const TensorArg& a, const TensorArg& b, doub
 
 void CpuBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg& b, double alpha,
                      double beta) {
-  if (any_half({&out, &a, &b})) {  // Note [16-bit kernels]
-    Float32Staging s;
-    bmm(s.output(out, beta != 0.0), s.input(a), s.input(b), alpha, beta);
-    s.finish();
-    return;
-  }
+  if (staged_in_float32({&out, &a, &b}, [&](Float32Staging& s) {
+        bmm(s.output(out, beta != 0.0), s.input(a), s.input(b), alpha, beta);
+      }))
+    return;  // Note [16-bit kernels]
   OCTO_INTERNAL_ASSERT(out.ndim == 3 && a.ndim == 3 && b.ndim == 3);
   OCTO_INTERNAL_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype);
   OCTO_INTERNAL_ASSERT(a.sizes[0] == out.sizes[0] && b.sizes[0] == out.sizes[0] &&
