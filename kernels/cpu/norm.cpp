@@ -6,6 +6,7 @@
 // own strides, so views and expanded (stride-0) gradients need no copy: the loops are compiled
 // for unit-stride planes, single-stride planes and, for any other view, a table of offsets.
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -109,6 +110,11 @@ void set_param(const TensorArg& t, int64_t c, double v) {
   if (t.defined()) t.data_as<T>()[c * t.strides[0]] = static_cast<T>(v);
 }
 
+/// lane_sum's eight partial sums and its tail, added in its fixed order.
+inline double fold_lanes(const double (&acc)[8], double tail) {
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
 /// The sum over s < S of f(s) in double, kept in 8 interleaved partial sums that are added in a
 /// fixed order at the end. One running sum is a chain of dependent adds (the compiler may not
 /// reorder them); eight independent ones become vector adds. Deterministic for a given S.
@@ -120,7 +126,29 @@ double lane_sum(int64_t S, F f) {
     for (int k = 0; k < 8; ++k) acc[k] += f(s + k);
   double tail = 0.0;
   for (; s < S; ++s) tail += f(s);
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+  return fold_lanes(acc, tail);
+}
+
+/// Two lane_sums in one pass over the data: f(s) returns both terms, and each sum is added in
+/// exactly lane_sum's order, so the results are lane_sum's bit for bit.
+template <typename F>
+std::pair<double, double> lane_sum2(int64_t S, F f) {
+  double a[8] = {}, b[8] = {};
+  int64_t s = 0;
+  for (; s + 8 <= S; s += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const auto [x, y] = f(s + k);
+      a[k] += x;
+      b[k] += y;
+    }
+  }
+  double ta = 0.0, tb = 0.0;
+  for (; s < S; ++s) {
+    const auto [x, y] = f(s);
+    ta += x;
+    tb += y;
+  }
+  return {fold_lanes(a, ta), fold_lanes(b, tb)};
 }
 
 /// Grain for parallel_for over channels: at least ~kGrain elements of work per chunk.
@@ -240,10 +268,12 @@ void CpuBackend::batch_norm_backward(const TensorArg& grad_input, const TensorAr
               // sum(g) and sum(g * xhat), xhat = (x - mean) * invstd
               double sum_g = 0.0, sum_gx = 0.0;
               for (int64_t n = 0; n < N; ++n) {
-                sum_g += lane_sum(S, [&](int64_t s) { return double(g[goi.at(n, c, s)]); });
-                sum_gx += lane_sum(S, [&](int64_t s) {
-                  return double(g[goi.at(n, c, s)]) * (double(x[xi.at(n, c, s)]) - mean);
+                const auto [g_sum, gx_sum] = lane_sum2(S, [&](int64_t s) {
+                  const double gv = double(g[goi.at(n, c, s)]);
+                  return std::pair<double, double>(gv, gv * (double(x[xi.at(n, c, s)]) - mean));
                 });
+                sum_g += g_sum;
+                sum_gx += gx_sum;
               }
               sum_gx *= invstd;
               set_param<scalar_t>(grad_weight, c, sum_gx);
