@@ -136,7 +136,8 @@ double train_rate(const std::shared_ptr<nn::Module>& model, nn::Module& runner,
   return double(shape[0]) / s;
 }
 
-void bench_train(bool quick) {
+/// The training rows `want` names: all of them for "train", or single rows by name.
+void bench_train(bool quick, const std::function<bool(const char*)>& want) {
   const int64_t batch = 128;
   struct Row {
     const char* name;
@@ -166,6 +167,7 @@ void bench_train(bool quick) {
        5},
   };
   for (auto& r : rows) {
+    if (!want("train") && !want(r.name)) continue;
     int reps = quick ? std::max(3, r.reps / 4) : r.reps;
     auto model = r.make();
     double rate = train_rate(model, *model, r.shape, r.loss, quick ? 2 : 5, reps, r.amp);
@@ -198,7 +200,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s --threads N [--quick] [--only peak,op,sgemm,conv,train,dp]\n",
+      std::fprintf(stderr, "usage: %s --threads N [--quick] [--only peak,op,sgemm,conv,train,dp]\n"
+                   "  (train rows one at a time: train_mlp, train_cnn, train_cnn_bf16, train_cifar10)\n",
                    argv[0]);
       return 2;
     }
@@ -215,7 +218,7 @@ int main(int argc, char** argv) {
   if (want("op")) bench_op_overhead(quick);
   if (want("sgemm")) bench_sgemm(quick);
   if (want("conv")) bench_conv(quick);
-  if (want("train")) bench_train(quick);
+  bench_train(quick, want);
   if (want("dp")) bench_dp(quick);
   if (want("peak")) bench_peak();  // again: the best of the two is the run's peak
   return 0;
