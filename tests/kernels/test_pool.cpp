@@ -464,3 +464,52 @@ TEST_CASE("the 2x2 stride-2 max pooling path keeps the general rules: ties, NaN,
     }
   }
 }
+
+TEST_CASE("the 2x2 max pooling path on rows wider than a vector and on 16-bit tensors",
+          "[pool][kernels][half]") {
+  // 39 columns: 19 outputs a row, one full vector of 16 and a tail of 3. The reference is the
+  // general path in float64 (a non-unit column stride takes it); the values are small integers,
+  // NaNs and -inf, exact in every dtype, so 16-bit results must match it exactly too.
+  auto& be = octo::kernels::cpu_backend();
+  PoolConfig c{2, 3, 6, 39, 2, 2, 2, 2, 0, 0, 1, 1, false, true};
+  const int64_t OH = 3, OW = 19;
+  std::mt19937 gen(5);
+  std::vector<double> v(static_cast<size_t>(c.N * c.C * c.H * c.W));
+  for (double& x : v) x = static_cast<double>(gen() % 5) - 2.0;  // ties, negatives
+  for (int k = 0; k < 12; ++k) v[gen() % v.size()] = std::numeric_limits<double>::quiet_NaN();
+  for (size_t i : {size_t(34), size_t(35), size_t(39 + 34), size_t(39 + 35)})
+    v[i] = -std::numeric_limits<double>::infinity();  // plane 0, window (0, 17): all -inf
+  const Tensor x64 = octo::tensor(v, {c.N, c.C, c.H, c.W}, {.dtype = octo::kFloat64});
+  const Tensor general = x64.transpose(2, 3).contiguous().transpose(2, 3);
+  REQUIRE(general.strides()[3] != 1);
+  Tensor y_ref = octo::empty({c.N, c.C, OH, OW}, {.dtype = octo::kFloat64});
+  Tensor i_ref = octo::empty({c.N, c.C, OH, OW}, {.dtype = octo::kInt64});
+  be.max_pool2d_forward(y_ref.arg(), i_ref.arg(), general.arg(), c.params());
+  const auto yr = y_ref.to_vector<double>();
+  const auto ir = i_ref.to_vector<int64_t>();
+  REQUIRE(yr[17] == -std::numeric_limits<double>::infinity());
+  REQUIRE(ir[17] == 34);
+  Tensor gy64 = octo::tensor(std::vector<double>(yr.size(), 0.0), {c.N, c.C, OH, OW},
+                             {.dtype = octo::kFloat64});
+  for (int64_t o = 0; o < gy64.numel(); ++o) gy64.data_ptr<double>()[o] = double(o % 7) - 3.0;
+  Tensor gx_ref = octo::empty({c.N, c.C, c.H, c.W}, {.dtype = octo::kFloat64});
+  be.max_pool2d_backward(gx_ref.arg(), gy64.arg(), i_ref.arg(), c.params());
+  const auto gr = gx_ref.to_vector<double>();
+
+  for (octo::DType dt : {octo::kFloat32, octo::kBFloat16, octo::kFloat16}) {
+    INFO(dt);
+    const Tensor x = x64.to(dt);
+    Tensor y = octo::full({c.N, c.C, OH, OW}, 7, {.dtype = dt});
+    Tensor idx = octo::zeros({c.N, c.C, OH, OW}, {.dtype = octo::kInt64});
+    be.max_pool2d_forward(y.arg(), idx.arg(), x.arg(), c.params());
+    const auto yv = y.to(octo::kFloat64).to_vector<double>();
+    REQUIRE(idx.to_vector<int64_t>() == ir);
+    for (size_t i = 0; i < yv.size(); ++i) {
+      INFO("output " << i);
+      REQUIRE((yv[i] == yr[i] || (std::isnan(yv[i]) && std::isnan(yr[i]))));
+    }
+    Tensor gx = octo::full({c.N, c.C, c.H, c.W}, 7, {.dtype = dt});
+    be.max_pool2d_backward(gx.arg(), gy64.to(dt).arg(), idx.arg(), c.params());
+    REQUIRE(gx.to(octo::kFloat64).to_vector<double>() == gr);
+  }
+}
