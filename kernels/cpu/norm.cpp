@@ -6,6 +6,7 @@
 // own strides, so views and expanded (stride-0) gradients need no copy: the loops are compiled
 // for unit-stride planes, single-stride planes and, for any other view, a table of offsets.
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -167,6 +168,150 @@ void check_layout(const TensorArg& input, const TensorArg& other) {
   for (int d = 0; d < input.ndim; ++d) OCTO_INTERNAL_ASSERT(other.sizes[d] == input.sizes[d]);
 }
 
+/// A double result stored as data of dtype T: through float for the 16-bit types, which is the
+/// rounding the float32 kernel plus staging gives (double -> float32 -> 16 bits).
+template <typename T>
+T to_data(double v) {
+  if constexpr (kIsHalfType<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+// Note [16-bit batch norm]: under autocast a BatchNorm2d sees 16-bit activations beside float32
+// weight, bias and running statistics. That case runs natively: the loops read the 16-bit data
+// (widening is exact), compute in double as for float32, and round each output through float32,
+// which are the bits Float32Staging would give, without its copies. Any other mix of 16-bit
+// tensors (16-bit parameters, say) stages (Note [16-bit kernels]).
+/// `data`'s first tensor is the input, always defined.
+bool native_16bit(std::initializer_list<const TensorArg*> data,
+                  std::initializer_list<const TensorArg*> params) {
+  const DType t = (*data.begin())->dtype;
+  if (!is_half(t)) return false;
+  for (const TensorArg* a : data)
+    if (a->defined() && a->dtype != t) return false;
+  for (const TensorArg* a : params)
+    if (a->defined() && a->dtype != kFloat32) return false;
+  return true;
+}
+
+/// The forward for data of dtype T and per-channel parameters and statistics of dtype P (T
+/// itself, or float32 beside 16-bit data: Note [16-bit batch norm]).
+template <typename T, typename P>
+void forward_impl(const TensorArg& out, const TensorArg& save_mean, const TensorArg& save_invstd,
+                  const TensorArg& input, const TensorArg& weight, const TensorArg& bias,
+                  const TensorArg& running_mean, const TensorArg& running_var, bool training,
+                  double momentum, double eps) {
+  const int64_t N = input.sizes[0], C = input.sizes[1];
+  const int64_t S = spatial_numel(input);
+  const int64_t count = N * S;  // values per channel
+  PlaneLayout in_layout(input), out_layout(out);
+  const T* x = input.data_as<T>();
+  T* y = out.data_as<T>();
+  with_indexers(
+      [&](auto xi, auto yi) {
+        parallel_for(0, C, channel_grain(count), [&](int64_t c0, int64_t c1) {
+          for (int64_t c = c0; c < c1; ++c) {
+            double mean = 0.0, invstd = 0.0;
+            if (training) {
+              if (count == 0) {  // nothing to normalise; running stats stay as they are
+                set_param<P>(save_mean, c, 0.0);
+                set_param<P>(save_invstd, c, 0.0);
+                continue;
+              }
+              double sum = 0.0;
+              for (int64_t n = 0; n < N; ++n)
+                sum += lane_sum(S, [&](int64_t s) { return double(x[xi.at(n, c, s)]); });
+              mean = sum / static_cast<double>(count);
+              double sq = 0.0;
+              for (int64_t n = 0; n < N; ++n)
+                sq += lane_sum(S, [&](int64_t s) {
+                  const double d = static_cast<double>(x[xi.at(n, c, s)]) - mean;
+                  return d * d;
+                });
+              const double var = sq / static_cast<double>(count);  // biased: used to normalise
+              invstd = 1.0 / std::sqrt(var + eps);
+              set_param<P>(save_mean, c, mean);
+              set_param<P>(save_invstd, c, invstd);
+              // PyTorch's rule: running = (1 - momentum) * running + momentum * batch statistic,
+              // with the unbiased variance (count / (count - 1)).
+              if (running_mean.defined()) {
+                const double rm = param<P>(running_mean, c, 0.0);
+                set_param<P>(running_mean, c, momentum * mean + (1.0 - momentum) * rm);
+              }
+              if (running_var.defined()) {
+                const double rv = param<P>(running_var, c, 0.0);
+                const double unbiased = sq / static_cast<double>(count - 1);
+                set_param<P>(running_var, c, momentum * unbiased + (1.0 - momentum) * rv);
+              }
+            } else {
+              mean = param<P>(running_mean, c, 0.0);
+              invstd = 1.0 / std::sqrt(param<P>(running_var, c, 1.0) + eps);
+            }
+            // y = (x - mean) * (invstd * w) + b; centring first keeps precision when |mean| >>
+            // std.
+            const double scale = invstd * param<P>(weight, c, 1.0);
+            const double shift = param<P>(bias, c, 0.0);
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t s = 0; s < S; ++s)
+                y[yi.at(n, c, s)] = to_data<T>(
+                    (static_cast<double>(x[xi.at(n, c, s)]) - mean) * scale + shift);
+          }
+        });
+      },
+      in_layout, out_layout);
+}
+
+/// The backward for data of dtype T and parameters and saved statistics of dtype P.
+template <typename T, typename P>
+void backward_impl(const TensorArg& grad_input, const TensorArg& grad_weight,
+                   const TensorArg& grad_bias, const TensorArg& grad_out, const TensorArg& input,
+                   const TensorArg& weight, const TensorArg& save_mean,
+                   const TensorArg& save_invstd) {
+  const bool want_gi = grad_input.defined() && grad_input.numel() > 0;
+  const int64_t N = input.sizes[0], C = input.sizes[1];
+  const int64_t S = spatial_numel(input);
+  const int64_t count = N * S;
+  PlaneLayout in_layout(input), go_layout(grad_out), gi_layout(want_gi ? grad_input : input);
+  const T* x = input.data_as<T>();
+  const T* g = grad_out.data_as<T>();
+  T* gi = want_gi ? grad_input.data_as<T>() : nullptr;
+  with_indexers(
+      [&](auto xi, auto goi, auto gii) {
+        parallel_for(0, C, channel_grain(count), [&](int64_t c0, int64_t c1) {
+          for (int64_t c = c0; c < c1; ++c) {
+            const double mean = param<P>(save_mean, c, 0.0);
+            const double invstd = param<P>(save_invstd, c, 0.0);
+            // sum(g) and sum(g * xhat), xhat = (x - mean) * invstd
+            double sum_g = 0.0, sum_gx = 0.0;
+            for (int64_t n = 0; n < N; ++n) {
+              const auto [g_sum, gx_sum] = lane_sum2(S, [&](int64_t s) {
+                const double gv = double(g[goi.at(n, c, s)]);
+                return std::pair<double, double>(gv, gv * (double(x[xi.at(n, c, s)]) - mean));
+              });
+              sum_g += g_sum;
+              sum_gx += gx_sum;
+            }
+            sum_gx *= invstd;
+            set_param<P>(grad_weight, c, sum_gx);
+            set_param<P>(grad_bias, c, sum_g);
+            if (!want_gi) continue;
+            // grad_in = invstd * w * (g - mean(g) - xhat * mean(g * xhat))
+            const double mean_g = sum_g / static_cast<double>(count);
+            const double mean_gx = sum_gx / static_cast<double>(count);
+            const double k = invstd * param<P>(weight, c, 1.0);
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t s = 0; s < S; ++s) {
+                const double xhat = (static_cast<double>(x[xi.at(n, c, s)]) - mean) * invstd;
+                const double gv = static_cast<double>(g[goi.at(n, c, s)]);
+                gi[gii.at(n, c, s)] = to_data<T>(k * (gv - mean_g - xhat * mean_gx));
+              }
+          }
+        });
+      },
+      in_layout, go_layout, gi_layout);
+}
+
 }  // namespace
 
 void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_mean,
@@ -174,70 +319,26 @@ void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_
                                     const TensorArg& weight, const TensorArg& bias,
                                     const TensorArg& running_mean, const TensorArg& running_var,
                                     bool training, double momentum, double eps) {
-  if (staged_batch_norm_forward(*this, out, save_mean, save_invstd, input, weight, bias,
-                                running_mean, running_var, training, momentum, eps))
+  const bool native = native_16bit({&input, &out},
+                                   {&save_mean, &save_invstd, &weight, &bias, &running_mean,
+                                    &running_var});  // Note [16-bit batch norm]
+  if (!native && staged_batch_norm_forward(*this, out, save_mean, save_invstd, input, weight, bias,
+                                           running_mean, running_var, training, momentum, eps))
     return;  // Note [16-bit kernels]
   check_layout(input, out);
   OCTO_INTERNAL_ASSERT(training || (running_mean.defined() && running_var.defined()));
-  const int64_t N = input.sizes[0], C = input.sizes[1];
-  const int64_t S = spatial_numel(input);
-  const int64_t count = N * S;  // values per channel
-  PlaneLayout in_layout(input), out_layout(out);
+  if (native) {
+    if (input.dtype == kBFloat16)
+      forward_impl<BFloat16, float>(out, save_mean, save_invstd, input, weight, bias, running_mean,
+                                    running_var, training, momentum, eps);
+    else
+      forward_impl<Float16, float>(out, save_mean, save_invstd, input, weight, bias, running_mean,
+                                   running_var, training, momentum, eps);
+    return;
+  }
   OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_forward", [&] {
-    const scalar_t* x = input.data_as<scalar_t>();
-    scalar_t* y = out.data_as<scalar_t>();
-    with_indexers(
-        [&](auto xi, auto yi) {
-          parallel_for(0, C, channel_grain(count), [&](int64_t c0, int64_t c1) {
-            for (int64_t c = c0; c < c1; ++c) {
-              double mean = 0.0, invstd = 0.0;
-              if (training) {
-                if (count == 0) {  // nothing to normalise; running stats stay as they are
-                  set_param<scalar_t>(save_mean, c, 0.0);
-                  set_param<scalar_t>(save_invstd, c, 0.0);
-                  continue;
-                }
-                double sum = 0.0;
-                for (int64_t n = 0; n < N; ++n)
-                  sum += lane_sum(S, [&](int64_t s) { return double(x[xi.at(n, c, s)]); });
-                mean = sum / static_cast<double>(count);
-                double sq = 0.0;
-                for (int64_t n = 0; n < N; ++n)
-                  sq += lane_sum(S, [&](int64_t s) {
-                    const double d = static_cast<double>(x[xi.at(n, c, s)]) - mean;
-                    return d * d;
-                  });
-                const double var = sq / static_cast<double>(count);  // biased: used to normalise
-                invstd = 1.0 / std::sqrt(var + eps);
-                set_param<scalar_t>(save_mean, c, mean);
-                set_param<scalar_t>(save_invstd, c, invstd);
-                // PyTorch's rule: running = (1 - momentum) * running + momentum * batch statistic,
-                // with the unbiased variance (count / (count - 1)).
-                if (running_mean.defined()) {
-                  const double rm = param<scalar_t>(running_mean, c, 0.0);
-                  set_param<scalar_t>(running_mean, c, momentum * mean + (1.0 - momentum) * rm);
-                }
-                if (running_var.defined()) {
-                  const double rv = param<scalar_t>(running_var, c, 0.0);
-                  const double unbiased = sq / static_cast<double>(count - 1);
-                  set_param<scalar_t>(running_var, c, momentum * unbiased + (1.0 - momentum) * rv);
-                }
-              } else {
-                mean = param<scalar_t>(running_mean, c, 0.0);
-                invstd = 1.0 / std::sqrt(param<scalar_t>(running_var, c, 1.0) + eps);
-              }
-              // y = (x - mean) * (invstd * w) + b; centring first keeps precision when |mean| >>
-              // std.
-              const double scale = invstd * param<scalar_t>(weight, c, 1.0);
-              const double shift = param<scalar_t>(bias, c, 0.0);
-              for (int64_t n = 0; n < N; ++n)
-                for (int64_t s = 0; s < S; ++s)
-                  y[yi.at(n, c, s)] = static_cast<scalar_t>(
-                      (static_cast<double>(x[xi.at(n, c, s)]) - mean) * scale + shift);
-            }
-          });
-        },
-        in_layout, out_layout);
+    forward_impl<scalar_t, scalar_t>(out, save_mean, save_invstd, input, weight, bias,
+                                     running_mean, running_var, training, momentum, eps);
   });
 }
 
@@ -245,54 +346,26 @@ void CpuBackend::batch_norm_backward(const TensorArg& grad_input, const TensorAr
                                      const TensorArg& grad_bias, const TensorArg& grad_out,
                                      const TensorArg& input, const TensorArg& weight,
                                      const TensorArg& save_mean, const TensorArg& save_invstd) {
-  if (staged_batch_norm_backward(*this, grad_input, grad_weight, grad_bias, grad_out, input, weight,
-                                 save_mean, save_invstd))
+  const bool native =
+      native_16bit({&input, &grad_out, &grad_input},
+                   {&grad_weight, &grad_bias, &weight, &save_mean, &save_invstd});
+  if (!native && staged_batch_norm_backward(*this, grad_input, grad_weight, grad_bias, grad_out,
+                                            input, weight, save_mean, save_invstd))
     return;  // Note [16-bit kernels]
   check_layout(input, grad_out);
-  const bool want_gi = grad_input.defined() && grad_input.numel() > 0;
-  if (want_gi) check_layout(input, grad_input);
-  const int64_t N = input.sizes[0], C = input.sizes[1];
-  const int64_t S = spatial_numel(input);
-  const int64_t count = N * S;
-  PlaneLayout in_layout(input), go_layout(grad_out), gi_layout(want_gi ? grad_input : input);
+  if (grad_input.defined() && grad_input.numel() > 0) check_layout(input, grad_input);
+  if (native) {
+    if (input.dtype == kBFloat16)
+      backward_impl<BFloat16, float>(grad_input, grad_weight, grad_bias, grad_out, input, weight,
+                                     save_mean, save_invstd);
+    else
+      backward_impl<Float16, float>(grad_input, grad_weight, grad_bias, grad_out, input, weight,
+                                    save_mean, save_invstd);
+    return;
+  }
   OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_backward", [&] {
-    const scalar_t* x = input.data_as<scalar_t>();
-    const scalar_t* g = grad_out.data_as<scalar_t>();
-    scalar_t* gi = want_gi ? grad_input.data_as<scalar_t>() : nullptr;
-    with_indexers(
-        [&](auto xi, auto goi, auto gii) {
-          parallel_for(0, C, channel_grain(count), [&](int64_t c0, int64_t c1) {
-            for (int64_t c = c0; c < c1; ++c) {
-              const double mean = param<scalar_t>(save_mean, c, 0.0);
-              const double invstd = param<scalar_t>(save_invstd, c, 0.0);
-              // sum(g) and sum(g * xhat), xhat = (x - mean) * invstd
-              double sum_g = 0.0, sum_gx = 0.0;
-              for (int64_t n = 0; n < N; ++n) {
-                const auto [g_sum, gx_sum] = lane_sum2(S, [&](int64_t s) {
-                  const double gv = double(g[goi.at(n, c, s)]);
-                  return std::pair<double, double>(gv, gv * (double(x[xi.at(n, c, s)]) - mean));
-                });
-                sum_g += g_sum;
-                sum_gx += gx_sum;
-              }
-              sum_gx *= invstd;
-              set_param<scalar_t>(grad_weight, c, sum_gx);
-              set_param<scalar_t>(grad_bias, c, sum_g);
-              if (!want_gi) continue;
-              // grad_in = invstd * w * (g - mean(g) - xhat * mean(g * xhat))
-              const double mean_g = sum_g / static_cast<double>(count);
-              const double mean_gx = sum_gx / static_cast<double>(count);
-              const double k = invstd * param<scalar_t>(weight, c, 1.0);
-              for (int64_t n = 0; n < N; ++n)
-                for (int64_t s = 0; s < S; ++s) {
-                  const double xhat = (static_cast<double>(x[xi.at(n, c, s)]) - mean) * invstd;
-                  const double gv = static_cast<double>(g[goi.at(n, c, s)]);
-                  gi[gii.at(n, c, s)] = static_cast<scalar_t>(k * (gv - mean_g - xhat * mean_gx));
-                }
-            }
-          });
-        },
-        in_layout, go_layout, gi_layout);
+    backward_impl<scalar_t, scalar_t>(grad_input, grad_weight, grad_bias, grad_out, input, weight,
+                                      save_mean, save_invstd);
   });
 }
 

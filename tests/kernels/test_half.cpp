@@ -5,10 +5,15 @@
 // kernels/half_cases.h's, which the GPU suite runs on CUDA too (tests/gpu/test_half.cpp).
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <octo/octo.h>
 
+#include "kernels/backend.h"
 #include "kernels/half_cases.h"
 
 using octo::Tensor;
@@ -51,6 +56,45 @@ TEST_CASE("16-bit batch norm keeps float32 statistics and parameters", "[half][n
       octo::batch_norm(x, {}, {}, w, {}, true, 0.1, 1e-5),
       Catch::Contains("to have the input's dtype " + std::string(octo::dtype_name(dt)) +
                       " or float32, got float64"));
+}
+
+TEST_CASE("16-bit batch norm runs natively with the bits float32 staging gives",
+          "[half][norm]") {
+  // Note [16-bit batch norm]: a 16-bit input beside float32 parameters skips the staging; its
+  // outputs must be the float32 kernel's on the widened input, rounded once, bit for bit.
+  const octo::DType dt = GENERATE(octo::kBFloat16, octo::kFloat16);
+  INFO(dt);
+  auto& be = octo::kernels::cpu_backend();
+  octo::manual_seed(7);
+  const Tensor x16 = (octo::randn({5, 3, 7, 9}) * 3 + 1).to(dt), x32 = x16.to(octo::kFloat32);
+  const Tensor w = octo::randn({3}), b = octo::randn({3});
+  auto bits = [](const Tensor& t) {
+    const Tensor c = t.contiguous();
+    std::vector<uint8_t> v(static_cast<size_t>(c.numel()) * octo::itemsize(c.dtype()));
+    std::memcpy(v.data(), c.raw_data(), v.size());
+    return v;
+  };
+  struct Run {
+    Tensor out, mean, invstd, rm, rv, gi, gw, gb;
+  };
+  auto run = [&](const Tensor& x, const Tensor& g) {
+    Run r{octo::empty(x.sizes(), {.dtype = x.dtype()}), octo::empty({3}), octo::empty({3}),
+          octo::full({3}, 0.5), octo::full({3}, 2.0), octo::empty(x.sizes(), {.dtype = x.dtype()}),
+          octo::empty({3}), octo::empty({3})};
+    be.batch_norm_forward(r.out.arg(), r.mean.arg(), r.invstd.arg(), x.arg(), w.arg(), b.arg(),
+                          r.rm.arg(), r.rv.arg(), true, 0.1, 1e-5);
+    be.batch_norm_backward(r.gi.arg(), r.gw.arg(), r.gb.arg(), g.arg(), x.arg(), w.arg(),
+                           r.mean.arg(), r.invstd.arg());
+    return r;
+  };
+  const Tensor g16 = octo::randn(x16.sizes()).to(dt);
+  const Run native = run(x16, g16), ref = run(x32, g16.to(octo::kFloat32));
+  CHECK(bits(native.out) == bits(ref.out.to(dt)));
+  CHECK(bits(native.gi) == bits(ref.gi.to(dt)));
+  for (auto [a, r] : {std::pair{native.mean, ref.mean}, {native.invstd, ref.invstd},
+                      {native.rm, ref.rm}, {native.rv, ref.rv}, {native.gw, ref.gw},
+                      {native.gb, ref.gb}})
+    CHECK(bits(a) == bits(r));
 }
 
 TEST_CASE("16-bit cross-entropy computes in float32", "[half][loss]") {
