@@ -35,15 +35,13 @@ inline __m256i float_to_bf16(__m512i u) {
   const __m512i rounded =
       _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
 }
 
 /// 16 bfloat16 bits -> floats (exact).
-inline __m512i bf16_to_float(__m256i h) {
-  return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-}
+inline __m512i bf16_to_float(__m256i h) { return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16); }
 
 /// 16 floats -> float16 bits, as Float16(float): F16C, NaN lanes as detail::float_to_half_bits.
 inline __m256i float_to_f16(__m512 v) {
@@ -89,16 +87,17 @@ inline void convert_run(D* dst, const S* src, int64_t n) {
                           cd::float_to_bf16(_mm512_loadu_si512(src + i)));
   } else if constexpr (std::is_same_v<S, BFloat16> && std::is_same_v<D, float>) {
     for (; i + 16 <= n; i += 16)
-      _mm512_storeu_si512(dst + i, cd::bf16_to_float(_mm256_loadu_si256(
-                                       reinterpret_cast<const __m256i*>(src + i))));
+      _mm512_storeu_si512(
+          dst + i,
+          cd::bf16_to_float(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
   } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, Float16>) {
     for (; i + 16 <= n; i += 16)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
                           cd::float_to_f16(_mm512_loadu_ps(src + i)));
   } else if constexpr (std::is_same_v<S, Float16> && std::is_same_v<D, float>) {
     for (; i + 16 <= n; i += 16)
-      _mm512_storeu_ps(dst + i, cd::f16_to_float(_mm256_loadu_si256(
-                                    reinterpret_cast<const __m256i*>(src + i))));
+      _mm512_storeu_ps(
+          dst + i, cd::f16_to_float(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
   }
 #endif
   for (; i < n; ++i) dst[i] = convert<D>(src[i]);

@@ -22,18 +22,17 @@ void CpuBackend::copy(const TensorArg& dst, const TensorArg& src) {
     using dst_t = scalar_t;
     OCTO_DISPATCH_ALL_AND_HALF(src.dtype, "copy", [&] {
       using src_t = scalar_t;
-      cpu::strided_runs<2>({dst, src},
-                           [](std::array<char*, 2> p, std::array<int64_t, 2> s, int64_t n) {
-                             if (s[0] == sizeof(dst_t) && s[1] == sizeof(src_t)) {
-                               cpu::convert_run(reinterpret_cast<dst_t*>(p[0]),
-                                                reinterpret_cast<const src_t*>(p[1]), n);
-                               return;
-                             }
-                             for (int64_t i = 0; i < n; ++i) {
-                               const src_t v = *reinterpret_cast<const src_t*>(p[1] + i * s[1]);
-                               *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = convert<dst_t>(v);
-                             }
-                           });
+      cpu::strided_runs<2>({dst, src}, [](std::array<char*, 2> p, std::array<int64_t, 2> s,
+                                          int64_t n) {
+        if (s[0] == sizeof(dst_t) && s[1] == sizeof(src_t)) {
+          cpu::convert_run(reinterpret_cast<dst_t*>(p[0]), reinterpret_cast<const src_t*>(p[1]), n);
+          return;
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const src_t v = *reinterpret_cast<const src_t*>(p[1] + i * s[1]);
+          *reinterpret_cast<dst_t*>(p[0] + i * s[0]) = convert<dst_t>(v);
+        }
+      });
     });
   });
 }

@@ -254,8 +254,8 @@ void forward_impl(const TensorArg& out, const TensorArg& save_mean, const Tensor
             const double shift = param<P>(bias, c, 0.0);
             for (int64_t n = 0; n < N; ++n)
               for (int64_t s = 0; s < S; ++s)
-                y[yi.at(n, c, s)] = to_data<T>(
-                    (static_cast<double>(x[xi.at(n, c, s)]) - mean) * scale + shift);
+                y[yi.at(n, c, s)] =
+                    to_data<T>((static_cast<double>(x[xi.at(n, c, s)]) - mean) * scale + shift);
           }
         });
       },
@@ -319,8 +319,8 @@ void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_
                                     const TensorArg& weight, const TensorArg& bias,
                                     const TensorArg& running_mean, const TensorArg& running_var,
                                     bool training, double momentum, double eps) {
-  const bool native = native_16bit({&input, &out},
-                                   {&save_mean, &save_invstd, &weight, &bias, &running_mean,
+  const bool native =
+      native_16bit({&input, &out}, {&save_mean, &save_invstd, &weight, &bias, &running_mean,
                                     &running_var});  // Note [16-bit batch norm]
   if (!native && staged_batch_norm_forward(*this, out, save_mean, save_invstd, input, weight, bias,
                                            running_mean, running_var, training, momentum, eps))
@@ -337,8 +337,8 @@ void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_
     return;
   }
   OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_forward", [&] {
-    forward_impl<scalar_t, scalar_t>(out, save_mean, save_invstd, input, weight, bias,
-                                     running_mean, running_var, training, momentum, eps);
+    forward_impl<scalar_t, scalar_t>(out, save_mean, save_invstd, input, weight, bias, running_mean,
+                                     running_var, training, momentum, eps);
   });
 }
 
@@ -346,9 +346,8 @@ void CpuBackend::batch_norm_backward(const TensorArg& grad_input, const TensorAr
                                      const TensorArg& grad_bias, const TensorArg& grad_out,
                                      const TensorArg& input, const TensorArg& weight,
                                      const TensorArg& save_mean, const TensorArg& save_invstd) {
-  const bool native =
-      native_16bit({&input, &grad_out, &grad_input},
-                   {&grad_weight, &grad_bias, &weight, &save_mean, &save_invstd});
+  const bool native = native_16bit({&input, &grad_out, &grad_input},
+                                   {&grad_weight, &grad_bias, &weight, &save_mean, &save_invstd});
   if (!native && staged_batch_norm_backward(*this, grad_input, grad_weight, grad_bias, grad_out,
                                             input, weight, save_mean, save_invstd))
     return;  // Note [16-bit kernels]

@@ -96,18 +96,17 @@ void max_2x2_row_avx512(const T* r0, const T* r1, T* out, int64_t* idx, int64_t 
                         int64_t W) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const __m512i lane2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-                                                            12, 13, 14, 15), 1);
+  const __m512i lane2 =
+      _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
   const int32_t w32 = static_cast<int32_t>(W);
   for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
     const int64_t n = std::min<int64_t>(16, OW - ow0);
     const uint32_t in_mask = n == 16 ? 0xffffffffu : (1u << (2 * n)) - 1u;
     const __mmask16 out_mask = static_cast<__mmask16>((1u << n) - 1u);
     const Row32<T> a = load_row32(r0 + 2 * ow0, in_mask), b = load_row32(r1 + 2 * ow0, in_mask);
-    const __m512 v[4] = {_mm512_permutex2var_ps(a.lo, even, a.hi),
-                         _mm512_permutex2var_ps(a.lo, odd, a.hi),
-                         _mm512_permutex2var_ps(b.lo, even, b.hi),
-                         _mm512_permutex2var_ps(b.lo, odd, b.hi)};
+    const __m512 v[4] = {
+        _mm512_permutex2var_ps(a.lo, even, a.hi), _mm512_permutex2var_ps(a.lo, odd, a.hi),
+        _mm512_permutex2var_ps(b.lo, even, b.hi), _mm512_permutex2var_ps(b.lo, odd, b.hi)};
     const __m512i bits[4] = {_mm512_permutex2var_epi32(a.lo_bits, even, a.hi_bits),
                              _mm512_permutex2var_epi32(a.lo_bits, odd, a.hi_bits),
                              _mm512_permutex2var_epi32(b.lo_bits, even, b.hi_bits),
@@ -120,8 +119,8 @@ void max_2x2_row_avx512(const T* r0, const T* r1, T* out, int64_t* idx, int64_t 
     __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     __m512i best_bits = _mm512_set1_epi32(kNegInfBits<T>), at = off[0];
     for (int k = 0; k < 4; ++k) {
-      const __mmask16 take = _mm512_cmp_ps_mask(v[k], best, _CMP_GT_OQ) |
-                             _mm512_cmp_ps_mask(v[k], v[k], _CMP_UNORD_Q);
+      const __mmask16 take =
+          _mm512_cmp_ps_mask(v[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v[k], v[k], _CMP_UNORD_Q);
       best = _mm512_mask_mov_ps(best, take, v[k]);
       best_bits = _mm512_mask_mov_epi32(best_bits, take, bits[k]);
       at = _mm512_mask_mov_epi32(at, take, off[k]);
@@ -129,12 +128,12 @@ void max_2x2_row_avx512(const T* r0, const T* r1, T* out, int64_t* idx, int64_t 
     // A window of four -inf takes none of them: -inf at offset 0, as the scalar loop.
     store_row16(out + ow0, out_mask, best_bits);
     const __m512i base64 = _mm512_set1_epi64(base);
-    _mm512_mask_storeu_epi64(idx + ow0, static_cast<__mmask8>(out_mask),
-                             _mm512_add_epi64(base64, _mm512_cvtepi32_epi64(
-                                                          _mm512_castsi512_si256(at))));
-    _mm512_mask_storeu_epi64(idx + ow0 + 8, static_cast<__mmask8>(out_mask >> 8),
-                             _mm512_add_epi64(base64, _mm512_cvtepi32_epi64(
-                                                          _mm512_extracti64x4_epi64(at, 1))));
+    _mm512_mask_storeu_epi64(
+        idx + ow0, static_cast<__mmask8>(out_mask),
+        _mm512_add_epi64(base64, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at))));
+    _mm512_mask_storeu_epi64(
+        idx + ow0 + 8, static_cast<__mmask8>(out_mask >> 8),
+        _mm512_add_epi64(base64, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1))));
   }
 }
 #endif
@@ -315,9 +314,8 @@ void CpuBackend::max_pool2d_forward(const TensorArg& out, const TensorArg& indic
     check_4d(out, input, "max_pool2d_forward");
     OCTO_INTERNAL_ASSERT(indices.dtype == kInt64 && indices.ndim == 4);
     if (out.numel() == 0) return;
-    const bool done = input.dtype == kBFloat16
-                          ? max_forward_2x2<BFloat16>(out, indices, input, p)
-                          : max_forward_2x2<Float16>(out, indices, input, p);
+    const bool done = input.dtype == kBFloat16 ? max_forward_2x2<BFloat16>(out, indices, input, p)
+                                               : max_forward_2x2<Float16>(out, indices, input, p);
     if (done) return;
   }
   if (staged_max_pool2d_forward(*this, out, indices, input, p)) return;  // Note [16-bit kernels]

@@ -72,8 +72,10 @@ uint32_t bits_of_float(float f) {
 TEST_CASE("16-bit to float32 conversion of a contiguous tensor gives the element-wise bits",
           "[half][convert]") {
   const std::vector<uint16_t> h = every_16bit_value();
-  const std::vector<uint32_t> bf = bits_of<uint32_t>(from_bits(h, octo::kBFloat16).to(octo::kFloat32));
-  const std::vector<uint32_t> f16 = bits_of<uint32_t>(from_bits(h, octo::kFloat16).to(octo::kFloat32));
+  const std::vector<uint32_t> bf =
+      bits_of<uint32_t>(from_bits(h, octo::kBFloat16).to(octo::kFloat32));
+  const std::vector<uint32_t> f16 =
+      bits_of<uint32_t>(from_bits(h, octo::kFloat16).to(octo::kFloat32));
   int bf_bad = 0, f16_bad = 0;
   for (size_t i = 0; i < h.size(); ++i) {
     octo::BFloat16 b;

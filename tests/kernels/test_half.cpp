@@ -58,8 +58,7 @@ TEST_CASE("16-bit batch norm keeps float32 statistics and parameters", "[half][n
                       " or float32, got float64"));
 }
 
-TEST_CASE("16-bit batch norm runs natively with the bits float32 staging gives",
-          "[half][norm]") {
+TEST_CASE("16-bit batch norm runs natively with the bits float32 staging gives", "[half][norm]") {
   // Note [16-bit batch norm]: a 16-bit input beside float32 parameters skips the staging; its
   // outputs must be the float32 kernel's on the widened input, rounded once, bit for bit.
   const octo::DType dt = GENERATE(octo::kBFloat16, octo::kFloat16);
@@ -78,9 +77,14 @@ TEST_CASE("16-bit batch norm runs natively with the bits float32 staging gives",
     Tensor out, mean, invstd, rm, rv, gi, gw, gb;
   };
   auto run = [&](const Tensor& x, const Tensor& g) {
-    Run r{octo::empty(x.sizes(), {.dtype = x.dtype()}), octo::empty({3}), octo::empty({3}),
-          octo::full({3}, 0.5), octo::full({3}, 2.0), octo::empty(x.sizes(), {.dtype = x.dtype()}),
-          octo::empty({3}), octo::empty({3})};
+    Run r{octo::empty(x.sizes(), {.dtype = x.dtype()}),
+          octo::empty({3}),
+          octo::empty({3}),
+          octo::full({3}, 0.5),
+          octo::full({3}, 2.0),
+          octo::empty(x.sizes(), {.dtype = x.dtype()}),
+          octo::empty({3}),
+          octo::empty({3})};
     be.batch_norm_forward(r.out.arg(), r.mean.arg(), r.invstd.arg(), x.arg(), w.arg(), b.arg(),
                           r.rm.arg(), r.rv.arg(), true, 0.1, 1e-5);
     be.batch_norm_backward(r.gi.arg(), r.gw.arg(), r.gb.arg(), g.arg(), x.arg(), w.arg(),
@@ -91,8 +95,11 @@ TEST_CASE("16-bit batch norm runs natively with the bits float32 staging gives",
   const Run native = run(x16, g16), ref = run(x32, g16.to(octo::kFloat32));
   CHECK(bits(native.out) == bits(ref.out.to(dt)));
   CHECK(bits(native.gi) == bits(ref.gi.to(dt)));
-  for (auto [a, r] : {std::pair{native.mean, ref.mean}, {native.invstd, ref.invstd},
-                      {native.rm, ref.rm}, {native.rv, ref.rv}, {native.gw, ref.gw},
+  for (auto [a, r] : {std::pair{native.mean, ref.mean},
+                      {native.invstd, ref.invstd},
+                      {native.rm, ref.rm},
+                      {native.rv, ref.rv},
+                      {native.gw, ref.gw},
                       {native.gb, ref.gb}})
     CHECK(bits(a) == bits(r));
 }
