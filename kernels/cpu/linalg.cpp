@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/matmul_dnnl.h"
 #include "kernels/cpu/omp_threads.h"
 #include "kernels/float32_staging.h"
 #include "octo_config.h"
@@ -282,6 +283,7 @@ void bmm_impl(const TensorArg& out, const TensorArg& a, const TensorArg& b, doub
 
 void CpuBackend::bmm(const TensorArg& out, const TensorArg& a, const TensorArg& b, double alpha,
                      double beta) {
+  if (cpu::dnnl_bmm_bf16(out, a, b, alpha, beta)) return;  // Note [oneDNN bf16 matmul]
   if (staged_in_float32({&out, &a, &b}, [&](Float32Staging& s) {
         bmm(s.output(out, beta != 0.0), s.input(a), s.input(b), alpha, beta);
       }))

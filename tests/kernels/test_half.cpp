@@ -5,6 +5,7 @@
 // kernels/half_cases.h's, which the GPU suite runs on CUDA too (tests/gpu/test_half.cpp).
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -102,6 +103,48 @@ TEST_CASE("16-bit batch norm runs natively with the bits float32 staging gives",
                       {native.gw, ref.gw},
                       {native.gb, ref.gb}})
     CHECK(bits(a) == bits(r));
+}
+
+TEST_CASE("bfloat16 bmm honours alpha, beta, transposed and broadcast operands", "[half][linalg]") {
+  // Note [oneDNN bf16 matmul]: with oneDNN, bfloat16 products skip the staging and run on its
+  // matmul primitive, which accumulates in float32 in its own order. Each output must still be
+  // the float32 kernel's result on the widened operands, rounded once (plus float32 reordering,
+  // a few ulps of float32 relative to the largest output).
+  auto& be = octo::kernels::cpu_backend();
+  const octo::DType dt = octo::kBFloat16;
+  struct Case {
+    const char* name;
+    Tensor a, b;
+    double alpha, beta;
+  };
+  octo::manual_seed(11);
+  auto r = [](octo::Shape s) { return octo::randn(s).to(octo::kBFloat16); };
+  const std::vector<Case> cases = {
+      {"plain", r({3, 37, 70}), r({3, 70, 45}), 1.0, 0.0},
+      {"alpha and beta", r({2, 33, 64}), r({2, 64, 40}), 2.5, 0.5},
+      {"beta 1 (accumulate)", r({2, 16, 48}), r({2, 48, 24}), -1.0, 1.0},
+      {"transposed a", r({2, 70, 37}).transpose(1, 2), r({2, 70, 45}), 1.0, 0.0},
+      {"transposed b (a weight's .t())", r({1, 128, 96}), r({1, 80, 96}).transpose(1, 2), 1.0, 0.0},
+      {"broadcast b (stride-0 batch)", r({4, 20, 30}), r({1, 30, 25}).expand({4, 30, 25}), 1.0,
+       0.0},
+      {"matrix-vector", r({2, 50, 64}), r({2, 64, 1}), 0.75, 0.0},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const int64_t B = c.a.size(0), M = c.a.size(1), N = c.b.size(2);
+    octo::manual_seed(12);
+    const Tensor before = octo::randn({B, M, N}).to(dt);
+    Tensor out = before.clone(), want = before.to(octo::kFloat32);
+    be.bmm(out.arg(), c.a.arg(), c.b.arg(), c.alpha, c.beta);
+    be.bmm(want.arg(), c.a.to(octo::kFloat32).arg(), c.b.to(octo::kFloat32).arg(), c.alpha, c.beta);
+    half_cases::check_rounded(c.name, out, want, dt, 1e-6);
+  }
+  // beta == 0 overwrites, NaNs included.
+  Tensor out = octo::full({1, 8, 8}, std::nan("")).to(dt);
+  const Tensor a = r({1, 8, 16}), b = r({1, 16, 8});
+  be.bmm(out.arg(), a.arg(), b.arg(), 1.0, 0.0);
+  half_cases::check_rounded("beta 0 over NaN", out,
+                            octo::bmm(a.to(octo::kFloat32), b.to(octo::kFloat32)), dt, 1e-6);
 }
 
 TEST_CASE("16-bit cross-entropy computes in float32", "[half][loss]") {
