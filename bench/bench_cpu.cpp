@@ -149,6 +149,12 @@ void bench_train(bool quick, const std::function<bool(const char*)>& want) {
   };
   std::vector<Row> rows = {
       {"train_mlp", {batch, 1, 28, 28}, [] { return std::make_shared<examples::Mlp>(); }, {}, 50},
+      {"train_mlp_bf16",
+       {batch, 1, 28, 28},
+       [] { return std::make_shared<examples::Mlp>(); },
+       {},
+       50,
+       octo::kBFloat16},
       {"train_cnn",
        {batch, 1, 28, 28},
        [] { return std::make_shared<examples::LeNet>(2, true); },
@@ -200,9 +206,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s --threads N [--quick] [--only peak,op,sgemm,conv,train,dp]\n"
-                   "  (train rows one at a time: train_mlp, train_cnn, train_cnn_bf16, train_cifar10)\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s --threads N [--quick] [--only peak,op,sgemm,conv,train,dp]\n"
+          "  (train rows one at a time: train_mlp, train_mlp_bf16, train_cnn, train_cnn_bf16, train_cifar10)\n",
+          argv[0]);
       return 2;
     }
   }

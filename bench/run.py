@@ -191,21 +191,23 @@ def main():
     targets = {("train_mlp", 1): 1.0, ("train_mlp", 2): 1.2, ("train_cnn", 1): 1.0,
                ("train_cnn", 2): 1.1}
     names = {"train_mlp": "MNIST MLP training (samples/s)",
+             "train_mlp_bf16": "MNIST MLP training, autocast bf16 (samples/s)",
              "train_cnn": "MNIST CNN training (samples/s)",
              "train_cnn_bf16": "MNIST CNN training, autocast bf16 (samples/s)",
              "train_cifar10": "CIFAR-10 ResNet-9 training (samples/s)"}
-    for bench in ("train_mlp", "train_cnn", "train_cnn_bf16", "train_cifar10"):
+    for bench in ("train_mlp", "train_mlp_bf16", "train_cnn", "train_cnn_bf16", "train_cifar10"):
         for t in THREADS:
             o, p = get("octo", bench, t), get("torch", bench, t)
             ratio = o / p if o and p else None
             goal = targets.get((bench, t))
             add(names[bench], t, o, p, ratio, f">= {goal}x" if goal else "-",
                 None if goal is None or ratio is None else ratio >= goal, "samples/s")
-    for t in THREADS:
-        o, p = get("octo", "train_cnn_bf16", t), get("octo", "train_cnn", t)
-        ot, pt = get("torch", "train_cnn_bf16", t), get("torch", "train_cnn", t)
-        add("MNIST CNN autocast bf16 vs float32, same framework (samples/s)", t,
-            o / p if o and p else None, ot / pt if ot and pt else None, None, "-", None, "x")
+    for model, label in (("mlp", "MLP"), ("cnn", "CNN")):
+        for t in THREADS:
+            o, p = get("octo", f"train_{model}_bf16", t), get("octo", f"train_{model}", t)
+            ot, pt = get("torch", f"train_{model}_bf16", t), get("torch", f"train_{model}", t)
+            add(f"MNIST {label} autocast bf16 vs float32, same framework (samples/s)", t,
+                o / p if o and p else None, ot / pt if ot and pt else None, None, "-", None, "x")
     o, one = get("octo", "dp_cpu0_cpu1", 2), get("octo", "dp_one_device", 2)
     ratio = o / one if o and one else None
     add("CNN DataParallel cpu:0,cpu:1 vs 1 device 2 thr (samples/s)", 2, o, None, ratio,

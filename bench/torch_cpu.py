@@ -103,6 +103,7 @@ def train(torch, emit, quick):
 
     nn = torch.nn
     rows = [("train_mlp", (128, 1, 28, 28), lambda: twins.mlp(nn), 0.0, 50, None),
+            ("train_mlp_bf16", (128, 1, 28, 28), lambda: twins.mlp(nn), 0.0, 50, torch.bfloat16),
             ("train_cnn", (128, 1, 28, 28), lambda: twins.lenet(nn, 2, True), 0.0, 20, None),
             ("train_cnn_bf16", (128, 1, 28, 28), lambda: twins.lenet(nn, 2, True), 0.0, 20,
              torch.bfloat16),
