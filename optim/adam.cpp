@@ -25,7 +25,8 @@ detail::AdamHyper hyper(const detail::AdamOptionsFor<kDecoupled>& o) {
           .amsgrad = o.amsgrad,
           .maximize = o.maximize,
           .decoupled_weight_decay = kDecoupled,
-          .fused = o.fused};
+          .fused = o.fused,
+          .master_weights = o.master_weights};
 }
 
 /// The update in tensor ops, at step `step` (already counted): the reference the fused kernel
@@ -97,9 +98,8 @@ void detail::AdamOptionsFor<kDecoupled>::validate(const std::string& who) const 
 template struct detail::AdamOptionsFor<false>;
 template struct detail::AdamOptionsFor<true>;
 
-void detail::adam_update(const Tensor& p, ParamState& state, const AdamHyper& h) {
-  Tensor grad = p.grad();
-  if (!grad.defined()) return;
+void detail::adam_update(const Tensor& p, const Tensor& grad, ParamState& state,
+                         const AdamHyper& h) {
   if (!state.count("step")) state["step"] = scalar_tensor(0.0, {.dtype = kFloat64});
   if (!state.count("exp_avg")) state["exp_avg"] = zeros_like(p);
   if (!state.count("exp_avg_sq")) state["exp_avg_sq"] = zeros_like(p);
@@ -127,7 +127,14 @@ void detail::AdamBase<kDecoupled>::step() {
   int64_t index = 0;
   for (const auto& group : this->groups_) {
     const AdamHyper h = hyper(group.options);
-    for (const Tensor& p : group.params) adam_update(p, this->mutable_state(index++), h);
+    for (const Tensor& p : group.params) {
+      const int64_t i = index++;
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      const Tensor target = this->update_target(i, p, h.master_weights, &grad);
+      adam_update(target, grad, this->mutable_state(i), h);
+      this->finish_update(i, p, target);
+    }
   }
 }
 template class detail::AdamBase<false>;

@@ -26,6 +26,9 @@ struct AdamOptionsFor {
   /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
   /// and float64). Not an option by name: state_dict() neither saves nor restores it.
   bool fused = true;
+  /// true: a bfloat16 / float16 parameter is updated through a float32 master copy kept as state,
+  /// with float32 moments (Note [Master weights] in optim/optimizer.cpp). Not an option by name.
+  bool master_weights = false;
 
   std::vector<OptionRef> refs() {
     return {{"lr", &lr},
@@ -90,11 +93,11 @@ namespace detail {
 /// The hyperparameters of one Adam / AdamW update.
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
-  bool amsgrad, maximize, decoupled_weight_decay, fused;
+  bool amsgrad, maximize, decoupled_weight_decay, fused, master_weights;
 };
-/// One Adam step of parameter p (skipped when p has no gradient); creates the state on first use.
-/// The caller checked the gradient (detail::check_grads).
-void adam_update(const Tensor& p, ParamState& state, const AdamHyper& h);
+/// One Adam step of p (a parameter, or its master copy) with gradient `grad`; creates the state
+/// on first use. The caller checked the gradient (detail::check_grads).
+void adam_update(const Tensor& p, const Tensor& grad, ParamState& state, const AdamHyper& h);
 }  // namespace detail
 
 }  // namespace octo::optim

@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/reduce.h"
 #include "tensor/factories.h"
 
 namespace octo::optim {
@@ -102,6 +104,7 @@ void Optimizer::register_group_params(const std::vector<Tensor>& params) {
         i, " of the new group is already in the optimizer");
   }
   state_.resize(state_.size() + params.size());
+  written_version_.resize(state_.size());
   initial_lr_.resize(static_cast<size_t>(num_param_groups()) + 1);
 }
 
@@ -275,6 +278,9 @@ void Optimizer::read_param_states(Loading& loading) const {
                      params.size(), " parameters)");
     const Tensor& p = params[static_cast<size_t>(it->second)];
     ParamState& state = loading.state[static_cast<size_t>(it->second)];
+    // A 16-bit parameter's state is float32 beside a master copy (Note [Master weights]).
+    const DType state_dtype =
+        entries.count("master_weight") && p.dtype() != kFloat64 ? kFloat32 : p.dtype();
     for (auto& [key, t] : entries) {
       OCTO_CHECK_VALUE(t.defined(), name_, ".load_state_dict: 'state.", id, ".", key,
                        "' is an undefined tensor");
@@ -291,7 +297,7 @@ void Optimizer::read_param_states(Loading& loading) const {
                        p.sizes());
       OCTO_CHECK_VALUE(t.is_floating_point(), name_, ".load_state_dict: 'state.", id, ".", key,
                        "' holds ", t.dtype(), "; optimizer state is floating point");
-      state[key] = t.to(p.device(), p.dtype()).clone();
+      state[key] = t.to(p.device(), state_dtype).clone();
     }
   }
 }
@@ -318,6 +324,46 @@ void Optimizer::commit(Loading& loading) {
     if (loading.initial_lr[static_cast<size_t>(g)])
       initial_lr_[static_cast<size_t>(g)] = loading.initial_lr[static_cast<size_t>(g)];
   state_ = std::move(loading.state);
+  written_version_.assign(state_.size(), std::nullopt);  // loaded masters are checked against p
+}
+
+// Note [Master weights]: a bfloat16 parameter cannot take an update smaller than half its ulp
+// (2^-8 of its value): lr * grad below that rounds away, and a long run of small steps is lost.
+// With `master_weights` set in its group, the optimizer keeps a float32 copy of each 16-bit
+// parameter as state ("master_weight"), applies the update there with the gradient widened to
+// float32, and writes the result back to the parameter rounded once. Momentum and Adam's
+// moments are then float32 too (they are made like the tensor they update). The forward and
+// backward passes still read and write 16-bit tensors; only the optimizer is wide.
+//
+// The master copy is the truth only while the parameter holds its rounding. A parameter changed
+// outside the optimizer (a module loaded from a checkpoint, a manual fill_) must win, so each
+// step compares the parameter's version counter with the one finish_update left; when they
+// differ (or after load_state_dict, which forgets them), the master is kept only if it still
+// rounds to the parameter exactly, and is made again from the parameter otherwise.
+
+namespace {
+/// True when float32 `master` rounded to p's dtype is p, element for element (NaN never is).
+bool rounds_to(const Tensor& master, const Tensor& p) {
+  return sum(ne(master.to(p.dtype()), p).to(kFloat32)).item<float>() == 0.0f;
+}
+}  // namespace
+
+Tensor Optimizer::update_target(int64_t index, const Tensor& p, bool master, Tensor* grad) {
+  if (!master || !(p.dtype() == kBFloat16 || p.dtype() == kFloat16)) return p;
+  ParamState& state = mutable_state(index);
+  const std::optional<uint32_t>& written = written_version_[static_cast<size_t>(index)];
+  auto it = state.find("master_weight");
+  const bool keep =
+      it != state.end() && ((written && *written == p.version()) || rounds_to(it->second, p));
+  if (!keep) state["master_weight"] = p.detach().to(kFloat32).contiguous();
+  *grad = grad->to(kFloat32);
+  return state.at("master_weight");
+}
+
+void Optimizer::finish_update(int64_t index, const Tensor& p, const Tensor& target) {
+  if (target.impl_ptr() == p.impl_ptr()) return;
+  p.copy_(target);
+  written_version_[static_cast<size_t>(index)] = p.version();
 }
 
 }  // namespace octo::optim

@@ -120,6 +120,14 @@ class Optimizer {
   ParamState& mutable_state(int64_t index) { return state_[static_cast<size_t>(index)]; }
   void check_group(int64_t group) const;
 
+  /// Note [Master weights]: the tensor a step updates for parameter `index`, p itself unless
+  /// `master` is set and p is bfloat16 or float16; then its float32 master copy, the state
+  /// "master_weight", made from p on first use and made again when p was changed outside the
+  /// optimizer. *grad is widened to float32 to match. finish_update rounds the master back into
+  /// p. Derived optimizers call the pair around each parameter's update.
+  Tensor update_target(int64_t index, const Tensor& p, bool master, Tensor* grad);
+  void finish_update(int64_t index, const Tensor& p, const Tensor& target);
+
  private:
   /// load_state_dict's steps, over what has been read so far (defined in optimizer.cpp).
   struct Loading;
@@ -131,6 +139,8 @@ class Optimizer {
   std::string name_;
   std::vector<ParamState> state_;
   std::vector<std::optional<double>> initial_lr_;
+  /// Per parameter: its version counter just after finish_update wrote it from the master copy.
+  std::vector<std::optional<uint32_t>> written_version_;
 };
 
 /// A group of parameters with the options they are optimized with:

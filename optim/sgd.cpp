@@ -115,11 +115,13 @@ void SGD::step() {
   for (const Group& group : groups_) {
     const SGDOptions& o = group.options;
     for (const Tensor& p : group.params) {
-      ParamState& state = mutable_state(index++);
+      const int64_t i = index++;
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      if (o.fused && sgd_fused(p, grad, state, o)) continue;
-      sgd_reference(p, grad, state, o);
+      const Tensor target = update_target(i, p, o.master_weights, &grad);
+      ParamState& state = mutable_state(i);
+      if (!(o.fused && sgd_fused(target, grad, state, o))) sgd_reference(target, grad, state, o);
+      finish_update(i, p, target);
     }
   }
 }

@@ -21,6 +21,10 @@ struct SGDOptions {
   /// in tensor ops, kept as the reference. Both give the same numbers (bit for bit for float32
   /// and float64). Not an option by name: state_dict() neither saves nor restores it.
   bool fused = true;
+  /// true: a bfloat16 / float16 parameter is updated through a float32 master copy kept as state
+  /// (Note [Master weights] in optim/optimizer.cpp); float32 and float64 parameters are unaffected.
+  /// Not an option by name, like `fused`; the master copies are state and state_dict() saves them.
+  bool master_weights = false;
 
   std::vector<detail::OptionRef> refs() {
     return {{"lr", &lr},
