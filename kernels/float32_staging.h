@@ -3,14 +3,17 @@
 // Note [16-bit kernels]: bfloat16 and float16 are storage types. Elementwise ops and reductions
 // compute them in float directly, on both backends (compute_t in kernels/functors.h; the reduce
 // kernels accumulate in double). GEMM runs them natively where the hardware has a 16-bit path
-// (cuBLAS with CUBLAS_COMPUTE_32F; oneDNN's bf16 convolution on an AVX512-BF16 CPU), and so does
-// cuDNN's convolution (float32 compute type, tensor cores). The other primitives (pooling,
-// softmax, batch norm, cross-entropy, and on the CPU GEMM and convolution without a native path)
-// stage them: each 16-bit input is widened into a contiguous float32 copy on its own device, each
-// 16-bit output gets a float32 buffer, the float32 kernel runs, and finish() rounds the outputs
-// back, once each. So a staged 16-bit kernel accumulates in float32 and rounds once, like cuBLAS
-// with CUBLAS_COMPUTE_32F, and a CUDA kernel gives what the CPU kernel gives up to float32
-// summation order. The copies cost memory traffic, not accuracy.
+// (cuBLAS with CUBLAS_COMPUTE_32F; on the CPU oneDNN's bfloat16 matmul and convolution, Notes
+// [oneDNN bf16 matmul] and [oneDNN convolution]), and so does cuDNN's convolution (float32
+// compute type, tensor cores). A few CPU kernels are native because their float32 arithmetic
+// is easy to reproduce exactly: 2x2 max pooling (a max never rounds, Note [16-bit max pooling])
+// and batch norm of a 16-bit input beside float32 parameters (Note [16-bit batch norm]). The
+// other primitives (the other pooling, softmax, cross-entropy, batch norm on CUDA, and on the
+// CPU float16 GEMM and convolution) stage them: each 16-bit input is widened into a contiguous
+// float32 copy on its own device, each 16-bit output gets a float32 buffer, the float32 kernel
+// runs, and finish() rounds the outputs back, once each. So a staged 16-bit kernel accumulates
+// in float32 and rounds once, like cuBLAS with CUBLAS_COMPUTE_32F, and a CUDA kernel gives what
+// the CPU kernel gives up to float32 summation order. The copies cost memory traffic, not accuracy.
 //
 //   void CpuBackend::softmax(const TensorArg& out, const TensorArg& in, int dim, bool log) {
 //     if (staged_softmax(*this, out, in, dim, log)) return;  // re-enters with float32 copies
