@@ -70,6 +70,7 @@
   X(Clamp, "clamp", Numeric)           /* to [alpha, beta]; a missing bound is -inf / +inf */ \
   X(AddScalar, "add", Numeric)         /* x + alpha */                                        \
   X(MulScalar, "mul", Numeric)         /* x * alpha */                                        \
+  X(Affine, "affine", Numeric)         /* x * alpha + beta (data::normalize, in one pass) */  \
   X(Softplus, "softplus", Floating)    /* alpha = beta, beta = threshold */
 
 /// out = f(a, b), a and b already broadcast to out's shape (stride-0 dims).
@@ -320,6 +321,12 @@ struct MulScalar {
   T s;
   static MulScalar make(Scalar alpha, Scalar) { return {alpha.to<T>()}; }
   OCTO_HOST_DEVICE T operator()(T x) const { return static_cast<T>(x * s); }
+};
+template <typename T>
+struct Affine {
+  T scale, shift;
+  static Affine make(Scalar alpha, Scalar beta) { return {alpha.to<T>(), beta.to<T>()}; }
+  OCTO_HOST_DEVICE T operator()(T x) const { return static_cast<T>(x * scale + shift); }
 };
 
 // --- binary ------------------------------------------------------------------------------------

@@ -187,6 +187,17 @@ Tensor pow(const Tensor& a, Scalar exponent) {
                           });
 }
 
+Tensor affine(const Tensor& x, Scalar scale, Scalar shift) {
+  check_inputs("affine", {&x});
+  DType dt = result_type(result_type(x.dtype(), scale), shift);
+  Tensor out = raw_unary(UnaryOp::Affine, convert_raw(x, dt), scale, shift);
+  Input ix(x);
+  return autograd::record("AffineBackward", out, {x}, {},
+                          [ix, scale](const TensorList& g, const TensorList&) -> TensorList {
+                            return {ix.grad([&] { return g[0] * scale; })};
+                          });
+}
+
 namespace {
 /// maximum/minimum: the gradient goes to the chosen input, split evenly on ties.
 Tensor extremum(const char* name, const char* node, BinaryOp op, const Tensor& a, const Tensor& b) {

@@ -12,6 +12,9 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 Tensor pow(const Tensor& a, Scalar exponent);
+/// x * scale + shift in one pass over x (one kernel, no temporary); x * scale's dtype rules.
+/// data::normalize runs it per channel. Gradient: g * scale.
+Tensor affine(const Tensor& x, Scalar scale, Scalar shift);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 

@@ -49,6 +49,8 @@ void check_unary_grad(const char* name, const Unary& f, double lo, double hi) {
 
 TEST_CASE("gradcheck: unary math functions") {
   check_unary_grad(
+      "affine", [](const Tensor& x) { return octo::affine(x, -2.5, 0.75); }, -2, 2);
+  check_unary_grad(
       "neg", [](const Tensor& x) { return -x; }, -2, 2);
   check_unary_grad(
       "abs", [](const Tensor& x) { return octo::abs(x); }, 0.1, 2);

@@ -149,6 +149,8 @@ const std::vector<UnaryCase>& unary_cases() {
       {"0.5 * x", [](const Tensor& x) { return 0.5 * x; }, [](double x) { return 0.5 * x; }, -2, 2},
       {"x / 3", [](const Tensor& x) { return x / 3; }, [](double x) { return x / 3; }, -2, 2},
       {"2 / x", [](const Tensor& x) { return 2.0 / x; }, [](double x) { return 2 / x; }, 0.5, 2},
+      {"affine x * -2.5 + 0.75", [](const Tensor& x) { return octo::affine(x, -2.5, 0.75); },
+       [](double x) { return x * -2.5 + 0.75; }, -2, 2},
   };
   return cases;
 }
@@ -197,6 +199,37 @@ TEST_CASE("unary kernels write into non-contiguous outputs") {
   b.unary(octo::kernels::UnaryOp::MulScalar, x.arg(), x.arg(), 3.0, {});
   auto tripled = values(x);
   for (size_t i = 0; i < in.size(); ++i) CHECK(tripled[i] == in[i] * 3.0);
+  // Affine in place, as data::normalize runs it on each channel of the converted batch.
+  b.unary(octo::kernels::UnaryOp::Affine, x.arg(), x.arg(), 0.5, -1.0);
+  auto shifted = values(x);
+  for (size_t i = 0; i < in.size(); ++i) CHECK(shifted[i] == tripled[i] * 0.5 - 1.0);
+}
+
+TEST_CASE("affine takes x * scale's dtype and rounds once in 16 bits") {
+  Tensor u8 = octo::from_vector<uint8_t>({0, 51, 255}, {3});
+  Tensor f = octo::affine(u8, 1.0 / 255, -0.5);  // a float scale on integers -> float32
+  CHECK(f.dtype() == octo::kFloat32);
+  auto fv = f.to_vector<float>();
+  CHECK(fv[0] == Approx(-0.5));
+  CHECK(fv[1] == Approx(-0.3));
+  CHECK(fv[2] == Approx(0.5));
+  Tensor i = octo::affine(octo::arange(4), 3, -1);  // integral stays int64
+  CHECK(i.dtype() == octo::kInt64);
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{-1, 2, 5, 8});
+  for (DType dt : {octo::kBFloat16, octo::kFloat16}) {
+    INFO(dt);
+    const std::vector<double> v = {1.5, -2.0, 0.25, 3.0};
+    Tensor y = octo::affine(octo::tensor(v, {4}).to(dt), 0.3, 0.1);
+    CHECK(y.dtype() == dt);
+    // Computed in float and rounded to 16 bits once: within half a 16-bit ulp of the exact value
+    // (8 significant bits in bfloat16, 11 in float16).
+    const double half_ulp = dt == octo::kBFloat16 ? 0x1p-8 : 0x1p-11;
+    auto got = y.to(octo::kFloat32).to_vector<float>();
+    for (size_t k = 0; k < v.size(); ++k) {
+      const double want = v[k] * 0.3 + 0.1;
+      CHECK(std::fabs(got[k] - want) <= half_ulp * std::fabs(want) * 1.01);
+    }
+  }
 }
 
 TEST_CASE("binary kernels broadcast like NumPy") {
