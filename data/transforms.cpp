@@ -3,6 +3,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "kernels/backend.h"
 #include "tensor/factories.h"
 
 namespace octo::data {
@@ -16,26 +17,50 @@ Tensor to_float(const Tensor& images) {
   return out;
 }
 
+// Note [One-pass normalize]
+// A batch is normalised once per step, so its cost is per-batch overhead of every epoch: the
+// composite (x / 255 - mean) * (1 / std) is four passes over the batch and three buffers. Here
+// it is the conversion (for uint8) and one Affine pass per channel, x * scale + shift with
+// scale = 1 / (255 std) and shift = -mean / std, in place on the converted batch (or from a float
+// input into one new tensor). Affine is an entry of the op table (kernels/functors.h), so CUDA
+// batches run the same math. A float input that requires grad under grad mode keeps the
+// differentiable composite. The fused order rounds differently from the composite: within a few
+// float ulps of it (tests/data/test_data.cpp).
 Tensor normalize(const Tensor& images, const std::vector<double>& mean,
                  const std::vector<double>& std) {
   OCTO_CHECK_VALUE(images.dim() == 3 || images.dim() == 4,
                    "normalize: expected [C, H, W] or [N, C, H, W] images, got shape ",
                    images.sizes());
+  const bool bytes = images.dtype() == kUInt8;
+  OCTO_CHECK_VALUE(bytes || is_floating(images.dtype()),
+                   "normalize: expected uint8 or floating-point images, got ", images.dtype());
   int64_t c_dim = images.dim() - 3;
   int64_t c = images.size(c_dim);
   OCTO_CHECK_VALUE(static_cast<int64_t>(mean.size()) == c && static_cast<int64_t>(std.size()) == c,
                    "normalize: images have ", c, " channels but got ", mean.size(), " means and ",
                    std.size(), " standard deviations");
-  std::vector<double> inv;
-  for (double s : std) {
+  for (double s : std)
     OCTO_CHECK_VALUE(s > 0, "normalize: standard deviations must be positive, got ", s);
-    inv.push_back(1.0 / s);
+  const double in_scale = bytes ? 1.0 / 255.0 : 1.0;
+  if (!bytes && images.requires_grad() &&
+      autograd::GradMode::is_enabled()) {  // differentiable composite
+    TensorOptions opts{.dtype = images.dtype(), .device = images.device()};
+    std::vector<double> inv;
+    for (double s : std) inv.push_back(1.0 / s);
+    return (images - tensor(mean, {c, 1, 1}, opts)) * tensor(inv, {c, 1, 1}, opts);
   }
-  if (c == 1) return (images - mean[0]) * inv[0];  // grayscale: scalar ops, no broadcast
-  TensorOptions opts{.dtype = images.dtype(), .device = images.device()};
-  Tensor m = tensor(mean, {c, 1, 1}, opts);
-  Tensor k = tensor(inv, {c, 1, 1}, opts);
-  return (images - m) * k;
+  NoGradGuard no_grad;
+  Tensor out = bytes ? images.to(kFloat32) : empty_like(images);
+  if (out.numel() == 0) return out;
+  const Tensor& src = bytes ? out : images;
+  kernels::Backend& backend = kernels::backend(out.device());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const Tensor in_c = c == 1 ? src : src.select(c_dim, ch);
+    const Tensor out_c = c == 1 ? out : out.select(c_dim, ch);
+    backend.unary(kernels::UnaryOp::Affine, out_c.arg(), in_c.arg(), Scalar(in_scale / std[ch]),
+                  Scalar(-mean[ch] / std[ch]));
+  }
+  return out;
 }
 
 Tensor random_crop(const Tensor& images, int64_t size, int64_t padding, Generator& gen) {

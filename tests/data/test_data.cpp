@@ -3,6 +3,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -269,6 +271,72 @@ TEST_CASE("image transforms") {
   REQUIRE(normed.size() == want.size());
   for (size_t i = 0; i < normed.size(); ++i) CHECK(normed[i] == Approx(want[i]));
   CHECK(normalize(gray[1], {0.5}, {0.25}).sizes() == octo::Shape{1, 1, 2});
+}
+
+namespace {
+/// The composite normalize was before Note [One-pass normalize]: (x / 255 - mean) / std.
+Tensor composite_normalize(const Tensor& x, const std::vector<double>& mean,
+                           const std::vector<double>& std) {
+  const int64_t c = static_cast<int64_t>(mean.size());
+  std::vector<double> inv;
+  for (double s : std) inv.push_back(1.0 / s);
+  return (to_float(x) - octo::tensor(mean, {c, 1, 1})) * octo::tensor(inv, {c, 1, 1});
+}
+
+void check_close(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.sizes() == want.sizes());
+  REQUIRE(got.dtype() == octo::kFloat32);
+  const std::vector<float> g = got.contiguous().to_vector<float>();
+  const std::vector<float> w = want.contiguous().to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::fabs(g[i] - w[i]) > 4e-7f * std::max(1.0f, std::fabs(w[i]))) {  // a few float ulps
+      FAIL_CHECK("element " << i << ": got " << g[i] << ", want " << w[i]);
+      return;
+    }
+  }
+  SUCCEED();
+}
+}  // namespace
+
+TEST_CASE("normalize reads uint8 batches in one pass, as the composite would") {
+  octo::manual_seed(3);
+  Tensor bytes = octo::randint(0, 256, {4, 3, 5, 6}).to(octo::kUInt8);
+  const std::vector<double> mean = {0.4914, 0.4822, 0.4465}, std = {0.2470, 0.2435, 0.2616};
+  SECTION("[N, C, H, W] and [C, H, W], three channels and one") {
+    check_close(normalize(bytes, mean, std), composite_normalize(bytes, mean, std));
+    check_close(normalize(bytes[2], mean, std), composite_normalize(bytes[2], mean, std));
+    Tensor gray = bytes.select(1, 0).unsqueeze(1);  // [4, 1, 5, 6], not contiguous
+    check_close(normalize(gray, {0.2860}, {0.3530}), composite_normalize(gray, {0.2860}, {0.3530}));
+  }
+  SECTION("non-contiguous batches (a channels-last view, a strided slice)") {
+    Tensor nhwc = bytes.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+    REQUIRE_FALSE(nhwc.is_contiguous());
+    check_close(normalize(nhwc, mean, std), composite_normalize(nhwc, mean, std));
+    Tensor every_other = bytes.slice(3, 0, 6, 2);
+    check_close(normalize(every_other, mean, std), composite_normalize(every_other, mean, std));
+  }
+  SECTION("float batches give the same values, as a new tensor") {
+    Tensor x = to_float(bytes);
+    const std::vector<float> before = x.to_vector<float>();
+    check_close(normalize(x, mean, std), composite_normalize(bytes, mean, std));
+    CHECK(x.to_vector<float>() == before);
+  }
+  SECTION("a float batch that requires grad keeps a differentiable graph") {
+    Tensor x = to_float(bytes[0]).requires_grad_();
+    Tensor y = normalize(x, mean, std);
+    REQUIRE(y.requires_grad());
+    y.sum().backward();
+    const std::vector<float> grad = x.grad().to_vector<float>();
+    const int64_t plane = 5 * 6;
+    for (int64_t ch = 0; ch < 3; ++ch) CHECK(grad[ch * plane] == Approx(1.0 / std[ch]));
+  }
+  SECTION("empty batches and bad dtypes") {
+    Tensor none = octo::empty({0, 3, 5, 6}, {.dtype = octo::kUInt8});
+    CHECK(normalize(none, mean, std).sizes() == octo::Shape{0, 3, 5, 6});
+    Tensor ints = bytes.to(octo::kInt64);
+    CHECK_THROWS_WITH(normalize(ints, mean, std),
+                      Catch::Contains("expected uint8 or floating-point images, got int64"));
+  }
 }
 
 namespace {
