@@ -55,11 +55,11 @@ int main(int argc, char** argv) {
     auto augment = [&](octo::data::Example b, octo::Generator& gen) {
       Tensor x = octo::data::random_crop(b.data, 32, 4, gen);
       x = octo::data::random_horizontal_flip(x, 0.5, gen);
-      b.data = octo::data::normalize(octo::data::to_float(x), mean, stdev);
+      b.data = octo::data::normalize(x, mean, stdev);  // uint8 -> float32, one pass
       return b;
     };
     auto plain = [&](octo::data::Example b, octo::Generator&) {
-      b.data = octo::data::normalize(octo::data::to_float(b.data), mean, stdev);
+      b.data = octo::data::normalize(b.data, mean, stdev);
       return b;
     };
     // Pinned batches make the upload to a GPU asynchronous (no effect on CPU devices).
