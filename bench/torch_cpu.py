@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench/bench_cpu.cpp: the same CPU measurements, the same JSON lines.
 
-    OMP_NUM_THREADS=2 python3 bench/torch_cpu.py --threads 2 [--quick] [--only op,sgemm,conv,train]
+    OMP_NUM_THREADS=2 python3 bench/torch_cpu.py --threads 2 [--quick] [--only op,sgemm,conv,prep,train]
 
 PyTorch is used for benchmarking only (pip); when it cannot be imported this prints one line
 saying why and exits 0. The models are tools/bench_torch.py's twins of examples/mnist/models.h
@@ -66,6 +66,21 @@ def sgemm(torch, emit, quick):
     emit("sgemm", "1024^3", 2.0 * n ** 3 / s / 1e9, "GFLOP/s", reps)
 
 
+def prep(torch, emit, quick):
+    """uint8 batch -> float32 normalised per channel, microseconds per batch of 128: the batched
+    form of torchvision's ToTensor + Normalize, written in place (one conversion, three passes)."""
+    reps = 31 if quick else 101
+    cases = [("prep_mnist", (128, 1, 28, 28), [0.5], [0.5]),
+             ("prep_cifar", (128, 3, 32, 32), [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616])]
+    for name, shape, mean, std in cases:
+        u8 = torch.randint(0, 256, shape, dtype=torch.uint8)
+        m = torch.tensor(mean).view(-1, 1, 1)
+        sd = torch.tensor(std).view(-1, 1, 1)
+        with torch.no_grad():
+            s = time_median(lambda: u8.float().div_(255).sub_(m).div_(sd), 5, reps)
+        emit(name, "[" + ", ".join(map(str, shape)) + "] uint8", s * 1e6, "us/batch", reps)
+
+
 def conv(torch, emit, quick):
     """The MNIST CNN's largest conv (LeNet width 2's second): 12 -> 32, 5x5, 14x14, batch 128."""
     b, cin, cout, k, hw = 128, 12, 32, 5, 14
@@ -119,7 +134,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", default="op,sgemm,conv,train")
+    p.add_argument("--only", default="op,sgemm,conv,prep,train")
     args = p.parse_args()
     try:
         import torch
@@ -131,7 +146,8 @@ def main():
           f"{', quick' if args.quick else ''}", file=sys.stderr, flush=True)
     emit = Emitter(args.threads)
     only = set(args.only.split(","))
-    for key, fn in [("op", op_overhead), ("sgemm", sgemm), ("conv", conv), ("train", train)]:
+    for key, fn in [("op", op_overhead), ("sgemm", sgemm), ("conv", conv), ("prep", prep),
+                    ("train", train)]:
         if key in only:
             fn(torch, emit, args.quick)
     return 0
