@@ -72,6 +72,13 @@ TEST_CASE("cuda unary ops match the cpu", "[cuda][ops]") {
   check_match(octo::clamp(xf.to(kGpu), -0.5, 0.25), octo::clamp(xf, -0.5, 0.25));
   check_match(octo::pow(xf.to(kGpu), 2.0), octo::pow(xf, 2.0));
   check_match(octo::leaky_relu(xf.to(kGpu), 0.1), octo::leaky_relu(xf, 0.1));
+  // affine may contract to one FMA on the GPU: within float rounding of the CPU's.
+  check_match(octo::affine(xf.to(kGpu), -2.5, 0.75), octo::affine(xf, -2.5, 0.75), 1e-6, 1e-7);
+  // data::normalize on a uint8 batch on the GPU: conversion, then one affine per channel.
+  Tensor u8 = octo::randint(0, 256, {2, 3, 4, 5}).to(octo::kUInt8);
+  const std::vector<double> mean{0.4, 0.5, 0.6}, stdev{0.2, 0.25, 0.3};
+  check_match(octo::data::normalize(u8.to(kGpu), mean, stdev),
+              octo::data::normalize(u8, mean, stdev), 1e-6, 1e-6);
 }
 
 TEST_CASE("cuda binary ops and where match the cpu with broadcasting", "[cuda][ops]") {
