@@ -144,6 +144,32 @@ class Backend {
                                    const TensorArg& grad_bias, const TensorArg& grad_out,
                                    const TensorArg& input, const TensorArg& weight,
                                    const TensorArg& save_mean, const TensorArg& save_invstd) = 0;
+  /// out = relu(batch_norm(...)) in one pass (Note [Fused batch norm + ReLU] in
+  /// autograd/ops/norm.cpp): the arguments and results of batch_norm_forward, with every output
+  /// element the one batch_norm_forward would write, then relu'd. Returns false, having written
+  /// nothing, when this backend has no fused kernel for these arguments; the caller then runs
+  /// batch_norm_forward and a Relu.
+  virtual bool batch_norm_relu_forward(const TensorArg& /*out*/, const TensorArg& /*save_mean*/,
+                                       const TensorArg& /*save_invstd*/, const TensorArg& /*input*/,
+                                       const TensorArg& /*weight*/, const TensorArg& /*bias*/,
+                                       const TensorArg& /*running_mean*/,
+                                       const TensorArg& /*running_var*/, bool /*training*/,
+                                       double /*momentum*/, double /*eps*/) {
+    return false;
+  }
+  /// batch_norm_backward of grad_out masked by relu's backward (grad_out where output > 0, else
+  /// 0), output being batch_norm_relu_forward's out, without the masked gradient in memory.
+  /// Returns false, having written nothing, when there is no fused kernel (the caller then runs
+  /// the ReluBackward mask and batch_norm_backward).
+  virtual bool batch_norm_relu_backward(const TensorArg& /*grad_input*/,
+                                        const TensorArg& /*grad_weight*/,
+                                        const TensorArg& /*grad_bias*/,
+                                        const TensorArg& /*grad_out*/, const TensorArg& /*output*/,
+                                        const TensorArg& /*input*/, const TensorArg& /*weight*/,
+                                        const TensorArg& /*save_mean*/,
+                                        const TensorArg& /*save_invstd*/) {
+    return false;
+  }
 
   // --- indexing -------------------------------------------------------------------------------
   /// out = in.index_select(dim, index); index is int64 1-d; bounds checked (IndexError).

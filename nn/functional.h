@@ -23,6 +23,7 @@ namespace octo::nn::functional {
 using octo::adaptive_avg_pool2d;
 using octo::avg_pool2d;
 using octo::batch_norm;
+using octo::batch_norm_relu;
 using octo::conv2d;
 using octo::dropout;
 using octo::embedding;

@@ -30,6 +30,11 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+/// relu(batch_norm(...)) in the norm's own kernels, the same values and gradients bit for bit
+/// with less memory traffic (Note [Fused batch norm + ReLU] in autograd/ops/norm.cpp).
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
 /// Layer normalisation over the last normalized_shape.size() dims.
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);

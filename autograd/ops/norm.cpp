@@ -1,6 +1,7 @@
-// batch_norm and layer_norm, forward and backward.
+// batch_norm, batch_norm_relu and layer_norm, forward and backward.
 //
-// batch_norm runs the Backend's fused kernel. In training its backward is the fused
+// batch_norm runs the Backend's fused kernel (batch_norm_relu its relu'd twin: Note [Fused batch
+// norm + ReLU]). In training its backward is the fused
 // batch_norm_backward kernel (the batch statistics depend on every input, so the gradient is not
 // elementwise); in eval the running statistics are constants and the backward is the elementwise
 // g * w * invstd, written in tensor ops. layer_norm is a composite of differentiable ops
@@ -12,6 +13,7 @@
 #include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "tensor/factories.h"
 
 namespace octo {
 
@@ -65,28 +67,44 @@ TensorList batch_norm_backward_composite(const Tensor& g, const Tensor& x, const
   return {gi, sum(g * xhat, dims), sum(g, dims)};
 }
 
-}  // namespace
+/// grad_out masked by relu's backward on relu's output y: grad_out where y > 0, else 0. One
+/// ReluBackward kernel in a plain backward; under create_graph a product with a constant mask.
+Tensor relu_mask(const Tensor& grad_out, const Tensor& y) {
+  if (autograd::GradMode::is_enabled()) {  // Note [create_graph]
+    Tensor positive;
+    {
+      NoGradGuard no_grad;
+      positive = gt(y, zeros({}, y.options())).to(y.dtype());
+    }
+    return grad_out * positive;
+  }
+  Tensor masked = detail::make_empty(y.sizes(), y.dtype(), y.device());
+  if (masked.numel() > 0)
+    kernels::backend(y.device())
+        .binary(kernels::BinaryOp::ReluBackward, masked.arg(), grad_out.arg(), y.arg());
+  return masked;
+}
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
-  OCTO_CHECK_VALUE(input.defined(), "batch_norm: input is undefined");
-  OCTO_CHECK_VALUE(input.dim() >= 2,
-                   "batch_norm: expected input of shape [N, C, *] with at least 2 dims, got ",
-                   input.sizes());
+/// batch_norm, and batch_norm_relu when `relu` (Note [Fused batch norm + ReLU]). `name` is the
+/// public op's, for messages.
+Tensor batch_norm_impl(const char* name, const Tensor& input, const Tensor& running_mean,
+                       const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                       bool training, double momentum, double eps, bool relu) {
+  OCTO_CHECK_VALUE(input.defined(), name, ": input is undefined");
+  OCTO_CHECK_VALUE(input.dim() >= 2, name,
+                   ": expected input of shape [N, C, *] with at least 2 dims, got ", input.sizes());
   detail::check_same_device({&input, &running_mean, &running_var, &weight, &bias});
-  detail::check_floating("batch_norm", input.dtype(), {{"input", input.dtype()}});
+  detail::check_floating(name, input.dtype(), {{"input", input.dtype()}});
   const int64_t channels = input.size(1);
   check_channel_param(weight, "weight", channels, input.dtype());
   check_channel_param(bias, "bias", channels, input.dtype());
   check_channel_param(running_mean, "running_mean", channels, input.dtype());
   check_channel_param(running_var, "running_var", channels, input.dtype());
+  OCTO_CHECK_VALUE(running_mean.defined() == running_var.defined(), name,
+                   ": running_mean and running_var must both be given or both be undefined");
   OCTO_CHECK_VALUE(
-      running_mean.defined() == running_var.defined(),
-      "batch_norm: running_mean and running_var must both be given or both be undefined");
-  OCTO_CHECK_VALUE(
-      training || running_mean.defined(),
-      "batch_norm: running_mean and running_var must be defined in evaluation mode (training = false)");
+      training || running_mean.defined(), name,
+      ": running_mean and running_var must be defined in evaluation mode (training = false)");
   if (training) {
     // Same check (and message) as torch.nn.functional.batch_norm.
     const int64_t per_channel = input.numel() / std::max<int64_t>(channels, 1);
@@ -105,9 +123,17 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   {
     // The running statistics are buffers: updated in place outside the graph.
     NoGradGuard no_grad;
-    kernels::backend(device).batch_norm_forward(
-        out.arg(), save_mean.arg(), save_invstd.arg(), input.arg(), weight.arg(), bias.arg(),
-        running_mean.arg(), running_var.arg(), training, momentum, eps);
+    kernels::Backend& be = kernels::backend(device);
+    const bool fused =
+        relu && be.batch_norm_relu_forward(
+                    out.arg(), save_mean.arg(), save_invstd.arg(), input.arg(), weight.arg(),
+                    bias.arg(), running_mean.arg(), running_var.arg(), training, momentum, eps);
+    if (!fused) {
+      be.batch_norm_forward(out.arg(), save_mean.arg(), save_invstd.arg(), input.arg(),
+                            weight.arg(), bias.arg(), running_mean.arg(), running_var.arg(),
+                            training, momentum, eps);
+      if (relu && out.numel() > 0) be.unary(kernels::UnaryOp::Relu, out.arg(), out.arg());
+    }
   }
   if (training && running_mean.defined()) {
     running_mean.bump_version();
@@ -120,49 +146,84 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   // Each parameter's gradient has the parameter's dtype (float32 beside a 16-bit input).
   const DType weight_dtype = weight.defined() ? weight.dtype() : dtype;
   const DType bias_dtype = bias.defined() ? bias.dtype() : dtype;
+  const char* node = relu ? "BatchNormReluBackward" : "NativeBatchNormBackward";
+  // With relu the output is saved last: its sign is relu's mask.
+  TensorList saved = training ? TensorList{input, weight, save_mean, save_invstd}
+                              : TensorList{input, weight, running_mean, running_var};
+  if (relu) saved.push_back(out);
   if (training) {
     // Saved: input [N, C, *], weight [C] (may be undefined), save_mean [C], save_invstd [C].
-    return autograd::record("NativeBatchNormBackward", out, {input, weight, bias},
-                            {input, weight, save_mean, save_invstd},
-                            [need_input, need_weight, need_bias, eps, weight_dtype, bias_dtype](
-                                const TensorList& g, const TensorList& s) -> TensorList {
-                              const Tensor& x = s[0];
-                              const Tensor go =
-                                  g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());
-                              if (autograd::GradMode::is_enabled())  // Note [create_graph]
-                                return batch_norm_backward_composite(go, x, s[1], eps);
-                              const int64_t c = x.size(1);
-                              Tensor gi, gw, gb;
-                              if (need_input)
-                                gi = detail::make_empty(x.sizes(), x.dtype(), x.device());
-                              if (need_weight)
-                                gw = detail::make_empty({c}, weight_dtype, x.device());
-                              if (need_bias) gb = detail::make_empty({c}, bias_dtype, x.device());
-                              kernels::backend(x.device())
-                                  .batch_norm_backward(gi.arg(), gw.arg(), gb.arg(), go.arg(),
-                                                       x.arg(), s[1].arg(), s[2].arg(), s[3].arg());
-                              return {gi, gw, gb};
-                            });
+    return autograd::record(
+        node, out, {input, weight, bias}, saved,
+        [need_input, need_weight, need_bias, eps, weight_dtype, bias_dtype, relu](
+            const TensorList& g, const TensorList& s) -> TensorList {
+          const Tensor& x = s[0];
+          const Tensor go = g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());
+          if (autograd::GradMode::is_enabled())  // Note [create_graph]
+            return batch_norm_backward_composite(relu ? relu_mask(go, s[4]) : go, x, s[1], eps);
+          const int64_t c = x.size(1);
+          Tensor gi, gw, gb;
+          if (need_input) gi = detail::make_empty(x.sizes(), x.dtype(), x.device());
+          if (need_weight) gw = detail::make_empty({c}, weight_dtype, x.device());
+          if (need_bias) gb = detail::make_empty({c}, bias_dtype, x.device());
+          kernels::Backend& be = kernels::backend(x.device());
+          if (relu &&
+              be.batch_norm_relu_backward(gi.arg(), gw.arg(), gb.arg(), go.arg(), s[4].arg(),
+                                          x.arg(), s[1].arg(), s[2].arg(), s[3].arg()))
+            return {gi, gw, gb};
+          const Tensor gbn = relu ? relu_mask(go, s[4]) : go;
+          be.batch_norm_backward(gi.arg(), gw.arg(), gb.arg(), gbn.arg(), x.arg(), s[1].arg(),
+                                 s[2].arg(), s[3].arg());
+          return {gi, gw, gb};
+        });
   }
   // Eval: y = (x - running_mean) * invstd * w + b with constant running statistics.
-  return autograd::record("NativeBatchNormBackward", out, {input, weight, bias},
-                          {input, weight, running_mean, running_var},
-                          [need_input, need_weight, need_bias, eps](
+  return autograd::record(node, out, {input, weight, bias}, saved,
+                          [need_input, need_weight, need_bias, eps, relu](
                               const TensorList& g, const TensorList& s) -> TensorList {
                             const Tensor &x = s[0], &w = s[1], &rm = s[2], &rv = s[3];
+                            const Tensor go = relu ? relu_mask(g[0], s[4]) : g[0];
                             const Shape bshape = channel_shape(x.dim(), x.size(1));
                             const Shape dims = non_channel_dims(x.dim());
                             const Tensor invstd = rsqrt(rv + eps);  // [C]
                             Tensor gi, gw, gb;
                             if (need_input) {
-                              gi = g[0] * (w.defined() ? w * invstd : invstd).view(bshape);
+                              gi = go * (w.defined() ? w * invstd : invstd).view(bshape);
                               if (gi.dtype() != x.dtype()) gi = gi.to(x.dtype());
                             }
                             if (need_weight)
-                              gw = sum(g[0] * ((x - rm.view(bshape)) * invstd.view(bshape)), dims);
-                            if (need_bias) gb = sum(g[0], dims);
+                              gw = sum(go * ((x - rm.view(bshape)) * invstd.view(bshape)), dims);
+                            if (need_bias) gb = sum(go, dims);
                             return {gi, gw, gb};
                           });
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  return batch_norm_impl("batch_norm", input, running_mean, running_var, weight, bias, training,
+                         momentum, eps, /*relu=*/false);
+}
+
+// Note [Fused batch norm + ReLU]: conv - BatchNorm - ReLU is the block of most CNNs, and on the
+// CPU the ReLU's own passes (read the norm's output, write a second tensor; in backward read the
+// gradient and the output, write a masked gradient) cost about as much memory traffic as the
+// norm itself. batch_norm_relu does it in the norm's kernels: the forward relu's each value as it
+// is written, and the backward masks the incoming gradient as it reads it (a zero wherever the
+// output is not positive, which is where relu's input was not), so neither the norm's output
+// nor the masked gradient is ever in memory. The result is relu(batch_norm(...)) bit for bit,
+// values and gradients (tests/autograd/test_norm.cpp checks it), because the fused kernels apply
+// the same relu to the same rounded values and the same mask to the same gradient. A backend
+// without the fused kernels (CUDA, a 16-bit mix that stages) runs the two ops instead; create_graph
+// multiplies by the mask in recorded ops. nn::Sequential calls it for a BatchNorm followed by a
+// ReLU (Note [Sequential fusion] in nn/container.cpp).
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+  return batch_norm_impl("batch_norm_relu", input, running_mean, running_var, weight, bias,
+                         training, momentum, eps, /*relu=*/true);
 }
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,

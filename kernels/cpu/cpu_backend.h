@@ -52,6 +52,16 @@ class CpuBackend final : public Backend {
                            const TensorArg& grad_bias, const TensorArg& grad_out,
                            const TensorArg& input, const TensorArg& weight,
                            const TensorArg& save_mean, const TensorArg& save_invstd) override;
+  bool batch_norm_relu_forward(const TensorArg& out, const TensorArg& save_mean,
+                               const TensorArg& save_invstd, const TensorArg& input,
+                               const TensorArg& weight, const TensorArg& bias,
+                               const TensorArg& running_mean, const TensorArg& running_var,
+                               bool training, double momentum, double eps) override;
+  bool batch_norm_relu_backward(const TensorArg& grad_input, const TensorArg& grad_weight,
+                                const TensorArg& grad_bias, const TensorArg& grad_out,
+                                const TensorArg& output, const TensorArg& input,
+                                const TensorArg& weight, const TensorArg& save_mean,
+                                const TensorArg& save_invstd) override;
   // index.cpp
   void index_select(const TensorArg& out, const TensorArg& in, int dim,
                     const TensorArg& index) override;

@@ -5,7 +5,9 @@
 // independent, so the work is split across threads by channel. Every tensor is read through its
 // own strides, so views and expanded (stride-0) gradients need no copy: the loops are compiled
 // for unit-stride planes, single-stride planes and, for any other view, a table of offsets.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <utility>
 #include <vector>
@@ -178,6 +180,20 @@ T to_data(double v) {
     return static_cast<T>(v);
 }
 
+/// v where keep, else +0.0, without a branch: a data-dependent branch on relu's mask mispredicts
+/// about half the time on real activations (measured: a 10x slower backward).
+inline double keep_or_zero(double v, bool keep) {
+  return std::bit_cast<double>(std::bit_cast<uint64_t>(v) & (uint64_t{0} - uint64_t{keep}));
+}
+
+/// Relu of a stored output as the Relu kernel applies it (kernels/functors.h): a negative value
+/// becomes +0, anything else (zeros of either sign, NaN) is kept. Applied after the rounding to
+/// T, so the fused forward writes the bits of batch_norm followed by relu.
+template <typename T>
+T relu_data(T v) {
+  return static_cast<double>(v) < 0.0 ? to_data<T>(0.0) : v;
+}
+
 // Note [16-bit batch norm]: under autocast a BatchNorm2d sees 16-bit activations beside float32
 // weight, bias and running statistics. That case runs natively: the loops read the 16-bit data
 // (widening is exact), compute in double as for float32, and round each output through float32,
@@ -196,8 +212,9 @@ bool native_16bit(std::initializer_list<const TensorArg*> data,
 }
 
 /// The forward for data of dtype T and per-channel parameters and statistics of dtype P (T
-/// itself, or float32 beside 16-bit data: Note [16-bit batch norm]).
-template <typename T, typename P>
+/// itself, or float32 beside 16-bit data: Note [16-bit batch norm]); kRelu relu's each output
+/// (Note [Fused batch norm + ReLU] in autograd/ops/norm.cpp).
+template <typename T, typename P, bool kRelu>
 void forward_impl(const TensorArg& out, const TensorArg& save_mean, const TensorArg& save_invstd,
                   const TensorArg& input, const TensorArg& weight, const TensorArg& bias,
                   const TensorArg& running_mean, const TensorArg& running_var, bool training,
@@ -253,31 +270,44 @@ void forward_impl(const TensorArg& out, const TensorArg& save_mean, const Tensor
             const double scale = invstd * param<P>(weight, c, 1.0);
             const double shift = param<P>(bias, c, 0.0);
             for (int64_t n = 0; n < N; ++n)
-              for (int64_t s = 0; s < S; ++s)
-                y[yi.at(n, c, s)] =
+              for (int64_t s = 0; s < S; ++s) {
+                const T v =
                     to_data<T>((static_cast<double>(x[xi.at(n, c, s)]) - mean) * scale + shift);
+                y[yi.at(n, c, s)] = kRelu ? relu_data(v) : v;
+              }
           }
         });
       },
       in_layout, out_layout);
 }
 
-/// The backward for data of dtype T and parameters and saved statistics of dtype P.
-template <typename T, typename P>
+/// The backward for data of dtype T and parameters and saved statistics of dtype P. kRelu: the
+/// gradient is grad_out masked by relu's backward on `output` (the fused forward's result); the
+/// mask is ReluBackward's (kernels/functors.h), so the sums see exactly the composite's values.
+template <typename T, typename P, bool kRelu>
 void backward_impl(const TensorArg& grad_input, const TensorArg& grad_weight,
-                   const TensorArg& grad_bias, const TensorArg& grad_out, const TensorArg& input,
-                   const TensorArg& weight, const TensorArg& save_mean,
+                   const TensorArg& grad_bias, const TensorArg& grad_out, const TensorArg& output,
+                   const TensorArg& input, const TensorArg& weight, const TensorArg& save_mean,
                    const TensorArg& save_invstd) {
   const bool want_gi = grad_input.defined() && grad_input.numel() > 0;
   const int64_t N = input.sizes[0], C = input.sizes[1];
   const int64_t S = spatial_numel(input);
   const int64_t count = N * S;
-  PlaneLayout in_layout(input), go_layout(grad_out), gi_layout(want_gi ? grad_input : input);
+  PlaneLayout in_layout(input), go_layout(grad_out), gi_layout(want_gi ? grad_input : input),
+      y_layout(kRelu ? output : input);
   const T* x = input.data_as<T>();
   const T* g = grad_out.data_as<T>();
+  const T* y = kRelu ? output.data_as<T>() : nullptr;
   T* gi = want_gi ? grad_input.data_as<T>() : nullptr;
   with_indexers(
-      [&](auto xi, auto goi, auto gii) {
+      [&](auto xi, auto goi, auto gii, auto yi) {
+        // The incoming gradient at (n, c, s), masked where relu's output is not positive.
+        auto grad = [&](int64_t n, int64_t c, int64_t s) {
+          const double gv = static_cast<double>(g[goi.at(n, c, s)]);
+          if constexpr (kRelu)
+            return keep_or_zero(gv, static_cast<double>(y[yi.at(n, c, s)]) > 0.0);
+          return gv;
+        };
         parallel_for(0, C, channel_grain(count), [&](int64_t c0, int64_t c1) {
           for (int64_t c = c0; c < c1; ++c) {
             const double mean = param<P>(save_mean, c, 0.0);
@@ -286,7 +316,7 @@ void backward_impl(const TensorArg& grad_input, const TensorArg& grad_weight,
             double sum_g = 0.0, sum_gx = 0.0;
             for (int64_t n = 0; n < N; ++n) {
               const auto [g_sum, gx_sum] = lane_sum2(S, [&](int64_t s) {
-                const double gv = double(g[goi.at(n, c, s)]);
+                const double gv = grad(n, c, s);
                 return std::pair<double, double>(gv, gv * (double(x[xi.at(n, c, s)]) - mean));
               });
               sum_g += g_sum;
@@ -303,13 +333,83 @@ void backward_impl(const TensorArg& grad_input, const TensorArg& grad_weight,
             for (int64_t n = 0; n < N; ++n)
               for (int64_t s = 0; s < S; ++s) {
                 const double xhat = (static_cast<double>(x[xi.at(n, c, s)]) - mean) * invstd;
-                const double gv = static_cast<double>(g[goi.at(n, c, s)]);
-                gi[gii.at(n, c, s)] = to_data<T>(k * (gv - mean_g - xhat * mean_gx));
+                gi[gii.at(n, c, s)] = to_data<T>(k * (grad(n, c, s) - mean_g - xhat * mean_gx));
               }
           }
         });
       },
-      in_layout, go_layout, gi_layout);
+      in_layout, go_layout, gi_layout, y_layout);
+}
+
+/// batch_norm_forward, with relu when kRelu. Returns false for the 16-bit mixes the fused kernel
+/// leaves to the caller (every mix but Note [16-bit batch norm]'s: those stage unfused).
+template <bool kRelu>
+bool forward(CpuBackend& b, const TensorArg& out, const TensorArg& save_mean,
+             const TensorArg& save_invstd, const TensorArg& input, const TensorArg& weight,
+             const TensorArg& bias, const TensorArg& running_mean, const TensorArg& running_var,
+             bool training, double momentum, double eps) {
+  const bool native =
+      native_16bit({&input, &out}, {&save_mean, &save_invstd, &weight, &bias, &running_mean,
+                                    &running_var});  // Note [16-bit batch norm]
+  if (!native) {
+    if (kRelu && any_half({&out, &save_mean, &save_invstd, &input, &weight, &bias, &running_mean,
+                           &running_var}))
+      return false;
+    if (!kRelu && staged_batch_norm_forward(b, out, save_mean, save_invstd, input, weight, bias,
+                                            running_mean, running_var, training, momentum, eps))
+      return true;  // Note [16-bit kernels]
+  }
+  check_layout(input, out);
+  OCTO_INTERNAL_ASSERT(training || (running_mean.defined() && running_var.defined()));
+  if (native) {
+    if (input.dtype == kBFloat16)
+      forward_impl<BFloat16, float, kRelu>(out, save_mean, save_invstd, input, weight, bias,
+                                           running_mean, running_var, training, momentum, eps);
+    else
+      forward_impl<Float16, float, kRelu>(out, save_mean, save_invstd, input, weight, bias,
+                                          running_mean, running_var, training, momentum, eps);
+    return true;
+  }
+  OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_forward", [&] {
+    forward_impl<scalar_t, scalar_t, kRelu>(out, save_mean, save_invstd, input, weight, bias,
+                                            running_mean, running_var, training, momentum, eps);
+  });
+  return true;
+}
+
+/// batch_norm_backward, through relu's mask on `output` when kRelu; false as forward().
+template <bool kRelu>
+bool backward(CpuBackend& b, const TensorArg& grad_input, const TensorArg& grad_weight,
+              const TensorArg& grad_bias, const TensorArg& grad_out, const TensorArg& output,
+              const TensorArg& input, const TensorArg& weight, const TensorArg& save_mean,
+              const TensorArg& save_invstd) {
+  const bool native = native_16bit({&input, &grad_out, &grad_input, &output},
+                                   {&grad_weight, &grad_bias, &weight, &save_mean, &save_invstd});
+  if (!native) {
+    if (kRelu && any_half({&grad_input, &grad_weight, &grad_bias, &grad_out, &output, &input,
+                           &weight, &save_mean, &save_invstd}))
+      return false;
+    if (!kRelu && staged_batch_norm_backward(b, grad_input, grad_weight, grad_bias, grad_out, input,
+                                             weight, save_mean, save_invstd))
+      return true;  // Note [16-bit kernels]
+  }
+  check_layout(input, grad_out);
+  if (grad_input.defined() && grad_input.numel() > 0) check_layout(input, grad_input);
+  if (kRelu) check_layout(input, output);
+  if (native) {
+    if (input.dtype == kBFloat16)
+      backward_impl<BFloat16, float, kRelu>(grad_input, grad_weight, grad_bias, grad_out, output,
+                                            input, weight, save_mean, save_invstd);
+    else
+      backward_impl<Float16, float, kRelu>(grad_input, grad_weight, grad_bias, grad_out, output,
+                                           input, weight, save_mean, save_invstd);
+    return true;
+  }
+  OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_backward", [&] {
+    backward_impl<scalar_t, scalar_t, kRelu>(grad_input, grad_weight, grad_bias, grad_out, output,
+                                             input, weight, save_mean, save_invstd);
+  });
+  return true;
 }
 
 }  // namespace
@@ -319,53 +419,35 @@ void CpuBackend::batch_norm_forward(const TensorArg& out, const TensorArg& save_
                                     const TensorArg& weight, const TensorArg& bias,
                                     const TensorArg& running_mean, const TensorArg& running_var,
                                     bool training, double momentum, double eps) {
-  const bool native =
-      native_16bit({&input, &out}, {&save_mean, &save_invstd, &weight, &bias, &running_mean,
-                                    &running_var});  // Note [16-bit batch norm]
-  if (!native && staged_batch_norm_forward(*this, out, save_mean, save_invstd, input, weight, bias,
-                                           running_mean, running_var, training, momentum, eps))
-    return;  // Note [16-bit kernels]
-  check_layout(input, out);
-  OCTO_INTERNAL_ASSERT(training || (running_mean.defined() && running_var.defined()));
-  if (native) {
-    if (input.dtype == kBFloat16)
-      forward_impl<BFloat16, float>(out, save_mean, save_invstd, input, weight, bias, running_mean,
-                                    running_var, training, momentum, eps);
-    else
-      forward_impl<Float16, float>(out, save_mean, save_invstd, input, weight, bias, running_mean,
-                                   running_var, training, momentum, eps);
-    return;
-  }
-  OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_forward", [&] {
-    forward_impl<scalar_t, scalar_t>(out, save_mean, save_invstd, input, weight, bias, running_mean,
-                                     running_var, training, momentum, eps);
-  });
+  forward<false>(*this, out, save_mean, save_invstd, input, weight, bias, running_mean, running_var,
+                 training, momentum, eps);
 }
 
 void CpuBackend::batch_norm_backward(const TensorArg& grad_input, const TensorArg& grad_weight,
                                      const TensorArg& grad_bias, const TensorArg& grad_out,
                                      const TensorArg& input, const TensorArg& weight,
                                      const TensorArg& save_mean, const TensorArg& save_invstd) {
-  const bool native = native_16bit({&input, &grad_out, &grad_input},
-                                   {&grad_weight, &grad_bias, &weight, &save_mean, &save_invstd});
-  if (!native && staged_batch_norm_backward(*this, grad_input, grad_weight, grad_bias, grad_out,
-                                            input, weight, save_mean, save_invstd))
-    return;  // Note [16-bit kernels]
-  check_layout(input, grad_out);
-  if (grad_input.defined() && grad_input.numel() > 0) check_layout(input, grad_input);
-  if (native) {
-    if (input.dtype == kBFloat16)
-      backward_impl<BFloat16, float>(grad_input, grad_weight, grad_bias, grad_out, input, weight,
-                                     save_mean, save_invstd);
-    else
-      backward_impl<Float16, float>(grad_input, grad_weight, grad_bias, grad_out, input, weight,
-                                    save_mean, save_invstd);
-    return;
-  }
-  OCTO_DISPATCH_FLOATING(input.dtype, "batch_norm_backward", [&] {
-    backward_impl<scalar_t, scalar_t>(grad_input, grad_weight, grad_bias, grad_out, input, weight,
-                                      save_mean, save_invstd);
-  });
+  backward<false>(*this, grad_input, grad_weight, grad_bias, grad_out, /*output=*/input, input,
+                  weight, save_mean, save_invstd);
+}
+
+bool CpuBackend::batch_norm_relu_forward(const TensorArg& out, const TensorArg& save_mean,
+                                         const TensorArg& save_invstd, const TensorArg& input,
+                                         const TensorArg& weight, const TensorArg& bias,
+                                         const TensorArg& running_mean,
+                                         const TensorArg& running_var, bool training,
+                                         double momentum, double eps) {
+  return forward<true>(*this, out, save_mean, save_invstd, input, weight, bias, running_mean,
+                       running_var, training, momentum, eps);
+}
+
+bool CpuBackend::batch_norm_relu_backward(const TensorArg& grad_input, const TensorArg& grad_weight,
+                                          const TensorArg& grad_bias, const TensorArg& grad_out,
+                                          const TensorArg& output, const TensorArg& input,
+                                          const TensorArg& weight, const TensorArg& save_mean,
+                                          const TensorArg& save_invstd) {
+  return backward<true>(*this, grad_input, grad_weight, grad_bias, grad_out, output, input, weight,
+                        save_mean, save_invstd);
 }
 
 }  // namespace octo::kernels

@@ -182,6 +182,16 @@ TEST_CASE("gradgradcheck: batch norm and layer norm") {
         return octo::batch_norm(in[0] * in[0], rm, rv, in[1], in[2], false, 0.1, 1e-5);
       },
       {x, w, b}));
+  CHECK(gradgradcheck(
+      [](const TensorList& in) {
+        return octo::batch_norm_relu(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
+      },
+      {x, w, b}));
+  CHECK(gradgradcheck(
+      [rm, rv](const TensorList& in) {
+        return octo::batch_norm_relu(in[0] * in[0], rm, rv, in[1], in[2], false, 0.1, 1e-5);
+      },
+      {x, w, b}));
   Tensor lw = r({2}), lb = r({2});
   CHECK(gradgradcheck(
       [](const TensorList& in) { return octo::layer_norm(in[0], {2}, in[1], in[2], 1e-5); },
@@ -189,12 +199,14 @@ TEST_CASE("gradgradcheck: batch norm and layer norm") {
 }
 
 TEST_CASE("the fused backward and its create_graph form agree") {
-  // Under create_graph relu, gelu, batch_norm and cross-entropy switch to composite formulas;
+  // Under create_graph relu, gelu, batch_norm, batch_norm_relu and cross-entropy switch to
+  // composite formulas;
   // their first derivatives must be the fused kernels' ones.
   Tensor x = r({4, 3, 2}), w = r({3}), b = r({3});
   auto f = [&] {
     Tensor y = octo::batch_norm(octo::gelu(x), Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
-    Tensor logits = octo::relu(y.flatten(1)) + y.flatten(1);
+    Tensor z = octo::batch_norm_relu(y * 2.0, Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
+    Tensor logits = octo::relu(y.flatten(1)) + y.flatten(1) + z.flatten(1);
     Tensor t = octo::tensor({1, 0, 5, 2}, {.dtype = octo::kInt64});
     return octo::cross_entropy_per_sample(logits, t, Tensor(), -100, 0.2).sum();
   };
