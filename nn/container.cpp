@@ -1,6 +1,11 @@
 // Sequential and ModuleList.
 #include "nn/container.h"
 
+#include <typeinfo>
+
+#include "nn/activation.h"
+#include "nn/normalization.h"
+
 namespace octo::nn {
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
@@ -16,9 +21,40 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
   modules_.push_back(std::move(module));
 }
 
+namespace {
+
+/// The BatchNorm m is when it is exactly a BatchNorm1d or BatchNorm2d (a subclass may override
+/// forward), else nullptr.
+template <typename BN>
+BN* exactly(Module& m) {
+  return typeid(m) == typeid(BN) ? static_cast<BN*>(&m) : nullptr;
+}
+
+}  // namespace
+
+// Note [Sequential fusion]: a BatchNorm1d/2d directly followed by a ReLU runs as one
+// forward_relu call (Note [Fused batch norm + ReLU] in autograd/ops/norm.cpp): the values, the
+// gradients and every module's state are those of running the two in turn; only the tape differs
+// (one BatchNormReluBackward node instead of two). Both must be exactly those classes: a
+// subclass that overrides forward is run as written.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& m : modules_) h = m->forward(h);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    Module& m = *modules_[i];
+    if (i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU)) {
+      if (auto* bn = exactly<BatchNorm2d>(m)) {
+        h = bn->forward_relu(h);
+        ++i;
+        continue;
+      }
+      if (auto* bn = exactly<BatchNorm1d>(m)) {
+        h = bn->forward_relu(h);
+        ++i;
+        continue;
+      }
+    }
+    h = m.forward(h);
+  }
   return h;
 }
 

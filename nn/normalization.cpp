@@ -49,6 +49,16 @@ void BatchNorm<Derived>::reset_running_stats() {
 
 template <typename Derived>
 Tensor BatchNorm<Derived>::forward(const Tensor& x) {
+  return run(x, /*relu=*/false);
+}
+
+template <typename Derived>
+Tensor BatchNorm<Derived>::forward_relu(const Tensor& x) {
+  return run(x, /*relu=*/true);
+}
+
+template <typename Derived>
+Tensor BatchNorm<Derived>::run(const Tensor& x, bool relu) {
   OCTO_CHECK_VALUE(x.defined(), this->type_name(), ": input is undefined");
   Derived::check_input_dim(x);
   OCTO_CHECK_VALUE(x.size(1) == num_features, this->type_name(), ": expected input with ",
@@ -65,8 +75,8 @@ Tensor BatchNorm<Derived>::forward(const Tensor& x) {
   }
   // Without running statistics the layer uses batch statistics even in eval, as PyTorch.
   const bool use_batch_stats = training || !running_mean.defined();
-  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor,
-                    options.eps);
+  return (relu ? batch_norm_relu : batch_norm)(x, running_mean, running_var, weight, bias,
+                                               use_batch_stats, factor, options.eps);
 }
 
 template <typename Derived>

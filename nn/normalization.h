@@ -30,6 +30,9 @@ class BatchNorm : public Cloneable<Derived> {
   BatchNorm(std::string type_name, int64_t num_features, BatchNormOptions options);
   void reset() override;
   Tensor forward(const Tensor& x) override;
+  /// relu(forward(x)), values and gradients, in the norm's own kernels (Note [Fused batch norm +
+  /// ReLU] in autograd/ops/norm.cpp). nn::Sequential calls it for a BatchNorm followed by a ReLU.
+  Tensor forward_relu(const Tensor& x);
   /// "64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True" (as PyTorch).
   std::string extra_repr() const override;
   /// running_mean = 0, running_var = 1, num_batches_tracked = 0.
@@ -38,6 +41,9 @@ class BatchNorm : public Cloneable<Derived> {
   int64_t num_features;
   BatchNormOptions options;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  Tensor run(const Tensor& x, bool relu);
 };
 
 /// Batch normalisation over [N, C] or [N, C, L] input.

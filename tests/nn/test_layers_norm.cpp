@@ -243,6 +243,58 @@ TEST_CASE("BatchNorm: names, printing, init, clone, errors") {
   check_throws<octo::ValueError>([] { nn::BatchNorm2d(0); }, "num_features must be positive");
 }
 
+TEST_CASE("Sequential fuses a BatchNorm followed by a ReLU, with the unfused bits") {
+  // Note [Sequential fusion]: the same values, gradients and running statistics as the two
+  // modules run in turn; only the tape has one node for the pair.
+  struct MyReLU : nn::ReLU {  // a subclass: run as written, never fused
+    Tensor forward(const Tensor& x) override { return nn::ReLU::forward(x); }
+  };
+  auto make = [](bool subclass) {
+    octo::manual_seed(7);
+    std::shared_ptr<nn::Module> relu =
+        subclass ? std::make_shared<MyReLU>()
+                 : std::shared_ptr<nn::Module>(std::make_shared<nn::ReLU>());
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(2, 3, 3, nn::Conv2dOptions{.padding = 1, .bias = false}),
+        std::make_shared<nn::BatchNorm2d>(3), relu, std::make_shared<nn::Flatten>(),
+        std::make_shared<nn::Linear>(3 * 5 * 5, 4), std::make_shared<nn::BatchNorm1d>(4),
+        std::make_shared<nn::ReLU>()});
+  };
+  for (bool training : {true, false}) {
+    INFO("training " << training);
+    auto fused = make(false), plain = make(true);
+    fused->train(training);
+    plain->train(training);
+    octo::manual_seed(8);
+    Tensor x = octo::randn({6, 2, 5, 5});
+    Tensor yf = fused->forward(x), yp = plain->forward(x);
+    // The first pair of `plain` is not fused (MyReLU); its last pair is.
+    CHECK(yf.grad_fn()->name() == "BatchNormReluBackward");
+    Tensor g = octo::randn(yf.sizes());
+    yf.backward(g);
+    // The unfused reference, module by module.
+    auto ref = make(false);
+    ref->train(training);
+    Tensor h = x;
+    for (size_t i = 0; i < ref->size(); ++i) h = (*ref)[i]->forward(h);
+    CHECK(h.grad_fn()->name() == "ReluBackward");
+    h.backward(g);
+    CHECK(vals(yf) == vals(h));
+    CHECK(vals(yp) == vals(h));
+    const auto pf = fused->named_parameters(), pr = ref->named_parameters();
+    REQUIRE(pf.size() == pr.size());
+    for (size_t i = 0; i < pf.size(); ++i) {
+      INFO(pf[i].first);
+      CHECK(vals(pf[i].second.grad()) == vals(pr[i].second.grad()));
+    }
+    const auto bf = fused->named_buffers(), br = ref->named_buffers();
+    for (size_t i = 0; i < bf.size(); ++i) {
+      INFO(bf[i].first);
+      CHECK(vals(bf[i].second) == vals(br[i].second));
+    }
+  }
+}
+
 // --- LayerNorm
 // ------------------------------------------------------------------------------------
 
