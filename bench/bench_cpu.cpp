@@ -3,7 +3,7 @@
 // DataParallel on cpu:0,cpu:1. Prints one JSON object per line, one per measurement; progress
 // goes to stderr. bench/run.py runs it at 1 and 2 threads and joins it with the PyTorch twin.
 //
-//   ./build/bench/bench_cpu --threads 2 [--quick] [--only peak,op,sgemm,conv,prep,train,dp]
+//   ./build/bench/bench_cpu --threads 2 [--quick] [--only peak,op,sgemm,conv,prep,bnrelu,train,dp]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -133,6 +133,30 @@ void bench_prep(bool quick) {
   }
 }
 
+/// BatchNorm2d + ReLU forward and backward in training, as in the MNIST CNN's first block (LeNet
+/// width 2: [128, 12, 28, 28]), in microseconds: "bn_relu" is the fused batch_norm_relu (Note
+/// [Fused batch norm + ReLU]), "bn_relu_composite" relu(batch_norm(...)), two ops.
+void bench_bn_relu(bool quick) {
+  const int reps = quick ? 11 : 41;
+  const octo::Shape shape{128, 12, 28, 28};
+  Tensor x = octo::randn(shape).requires_grad_();
+  Tensor w = octo::ones({12}).requires_grad_(), b = octo::zeros({12}).requires_grad_();
+  Tensor rm = octo::zeros({12}), rv = octo::ones({12});
+  Tensor g = octo::randn(shape);
+  const std::string config = octo::shape_str(shape) + " fwd+bwd";
+  for (bool fused : {true, false}) {
+    double s = time_median(
+        [&] {
+          Tensor y = fused ? F::batch_norm_relu(x, rm, rv, w, b, true)
+                           : octo::relu(F::batch_norm(x, rm, rv, w, b, true));
+          y.backward(g);
+          for (const Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+        },
+        3, reps);
+    emit(fused ? "bn_relu" : "bn_relu_composite", config, s * 1e6, "us/iter", reps);
+  }
+}
+
 /// Samples/s of one training step (zero_grad, forward, cross-entropy, backward, SGD with Nesterov
 /// momentum 0.9 and weight decay 5e-4, as the examples) on one fixed random batch, median over
 /// timed steps after warm-up. `runner` is the model itself or a DataParallel around it; `amp`
@@ -223,7 +247,7 @@ void bench_dp(bool quick) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string only = "peak,op,sgemm,conv,prep,train,dp";
+  std::string only = "peak,op,sgemm,conv,prep,bnrelu,train,dp";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true;
@@ -234,7 +258,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(
           stderr,
-          "usage: %s --threads N [--quick] [--only peak,op,sgemm,conv,prep,train,dp]\n"
+          "usage: %s --threads N [--quick] [--only peak,op,sgemm,conv,prep,bnrelu,train,dp]\n"
           "  (train rows one at a time: train_mlp, train_mlp_bf16, train_cnn, train_cnn_bf16, train_cifar10)\n",
           argv[0]);
       return 2;
@@ -253,6 +277,7 @@ int main(int argc, char** argv) {
   if (want("sgemm")) bench_sgemm(quick);
   if (want("conv")) bench_conv(quick);
   if (want("prep")) bench_prep(quick);
+  if (want("bnrelu")) bench_bn_relu(quick);
   bench_train(quick, want);
   if (want("dp")) bench_dp(quick);
   if (want("peak")) bench_peak();  // again: the best of the two is the run's peak

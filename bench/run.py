@@ -123,7 +123,7 @@ def main():
         first = len(results)
         if args.rounds > 1:
             log(f"--- round {rnd + 1} of {args.rounds}, {t} thread(s)")
-        only = "peak,op,sgemm,conv,prep,train" + (",dp" if t == 2 else "")
+        only = "peak,op,sgemm,conv,prep,bnrelu,train" + (",dp" if t == 2 else "")
         r, other = run_json_lines([bench_cpu, "--threads", str(t), "--only", only] + quick, t,
                                   timeout)
         results += r
@@ -213,6 +213,14 @@ def main():
             o, c = get("octo", name, t), get("octo", name + "_composite", t)
             add(f"batch prep {label}: normalize(uint8) vs normalize(to_float) (us/batch)", t, o,
                 None, c / o if o and c else None, "-", None, "us/batch")
+    for t in THREADS:  # lower is better: ratio = PyTorch's time / octo's
+        o, p = get("octo", "bn_relu", t), get("torch", "bn_relu", t)
+        add("BatchNorm2d+ReLU fwd+bwd 128x12x28x28 (us/iter)", t, o, p,
+            p / o if o and p else None, "-", None, "us/iter")
+    for t in THREADS:
+        o, c = get("octo", "bn_relu", t), get("octo", "bn_relu_composite", t)
+        add("BatchNorm2d+ReLU: fused vs relu(batch_norm) (us/iter)", t, o, None,
+            c / o if o and c else None, "-", None, "us/iter")
     targets = {("train_mlp", 1): 1.0, ("train_mlp", 2): 1.2, ("train_cnn", 1): 1.0,
                ("train_cnn", 2): 1.1}
     names = {"train_mlp": "MNIST MLP training (samples/s)",
@@ -264,6 +272,8 @@ def main():
             ps = f"1 device: {fmt(one)}"
         if r["row"].startswith(("MLP epoch", "MLP first epoch")):
             ps = f"step: {fmt(get('octo', 'train_mlp', t))}"
+        if "fused vs relu(batch_norm)" in r["row"]:
+            ps = f"composite: {fmt(get('octo', 'bn_relu_composite', t))}"
         if "vs normalize(to_float)" in r["row"]:
             key = "prep_mnist" if "MNIST" in r["row"] else "prep_cifar"
             ps = f"composite: {fmt(get('octo', key + '_composite', t))}"
@@ -279,8 +289,9 @@ def main():
     rounds = f", {args.stat} of {args.rounds} rounds" if args.rounds > 1 else ""
     header = (f"CPU suite, {when}, {cpu_model()}, {os.cpu_count()} CPUs"
               f"{', --quick' if args.quick else ''}{rounds}. ratio = octo/PyTorch (> 1 = octo faster; "
-              "per-op overhead and batch prep: PyTorch's time / octo's); DataParallel, epoch and "
-              "normalize(uint8) rows compare octo with itself.")
+              "per-op overhead, batch prep and BatchNorm2d+ReLU: PyTorch's time / octo's); "
+              "DataParallel, epoch, normalize(uint8) and fused BatchNorm2d+ReLU rows compare "
+              "octo with itself.")
     print(header + "\n")
     print("\n".join(lines))
     if torch_skipped:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch twin of bench/bench_cpu.cpp: the same CPU measurements, the same JSON lines.
 
-    OMP_NUM_THREADS=2 python3 bench/torch_cpu.py --threads 2 [--quick] [--only op,sgemm,conv,prep,train]
+    OMP_NUM_THREADS=2 python3 bench/torch_cpu.py --threads 2 [--quick] [--only op,sgemm,conv,prep,bnrelu,train]
 
 PyTorch is used for benchmarking only (pip); when it cannot be imported this prints one line
 saying why and exits 0. The models are tools/bench_torch.py's twins of examples/mnist/models.h
@@ -81,6 +81,25 @@ def prep(torch, emit, quick):
         emit(name, "[" + ", ".join(map(str, shape)) + "] uint8", s * 1e6, "us/batch", reps)
 
 
+def bn_relu(torch, emit, quick):
+    """relu(batch_norm(x)) forward + backward in training on the MNIST CNN's first block's
+    activations [128, 12, 28, 28], microseconds (PyTorch's eager mode has no fused kernel)."""
+    reps = 11 if quick else 41
+    shape = (128, 12, 28, 28)
+    x = torch.randn(*shape, requires_grad=True)
+    w, b = torch.ones(12, requires_grad=True), torch.zeros(12, requires_grad=True)
+    rm, rv = torch.zeros(12), torch.ones(12)
+    g = torch.randn(*shape)
+    F = torch.nn.functional
+
+    def step():
+        F.relu(F.batch_norm(x, rm, rv, w, b, training=True)).backward(g)
+        x.grad = w.grad = b.grad = None
+
+    s = time_median(step, 3, reps)
+    emit("bn_relu", "[" + ", ".join(map(str, shape)) + "] fwd+bwd", s * 1e6, "us/iter", reps)
+
+
 def conv(torch, emit, quick):
     """The MNIST CNN's largest conv (LeNet width 2's second): 12 -> 32, 5x5, 14x14, batch 128."""
     b, cin, cout, k, hw = 128, 12, 32, 5, 14
@@ -134,7 +153,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", default="op,sgemm,conv,prep,train")
+    p.add_argument("--only", default="op,sgemm,conv,prep,bnrelu,train")
     args = p.parse_args()
     try:
         import torch
@@ -147,7 +166,7 @@ def main():
     emit = Emitter(args.threads)
     only = set(args.only.split(","))
     for key, fn in [("op", op_overhead), ("sgemm", sgemm), ("conv", conv), ("prep", prep),
-                    ("train", train)]:
+                    ("bnrelu", bn_relu), ("train", train)]:
         if key in only:
             fn(torch, emit, args.quick)
     return 0
