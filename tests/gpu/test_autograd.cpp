@@ -283,6 +283,11 @@ std::vector<OpCase> op_table() {
          return V{rn({4, 3, 5, 5}), pos({3}), rn({3})};
        },
        [](const V& x) { return octo::batch_norm(x[0], {}, {}, x[1], x[2], true); }},
+      {"batch_norm_relu(train)",  // the composite on CUDA, the fused kernel on the CPU
+       [] {
+         return V{rn({4, 3, 5, 5}), pos({3}), rn({3})};
+       },
+       [](const V& x) { return octo::batch_norm_relu(x[0], {}, {}, x[1], x[2], true); }},
       {"layer_norm",
        [] {
          return V{rn({4, 6}), pos({6}), rn({6})};
