@@ -1,6 +1,7 @@
 // Sequential and ModuleList.
 #include "nn/container.h"
 
+#include <optional>
 #include <typeinfo>
 
 #include "nn/activation.h"
@@ -23,11 +24,12 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 
 namespace {
 
-/// The BatchNorm m is when it is exactly a BatchNorm1d or BatchNorm2d (a subclass may override
-/// forward), else nullptr.
-template <typename BN>
-BN* exactly(Module& m) {
-  return typeid(m) == typeid(BN) ? static_cast<BN*>(&m) : nullptr;
+/// m->forward_relu(x) when m is exactly a BatchNorm1d or BatchNorm2d (a subclass may override
+/// forward), else nothing.
+std::optional<Tensor> forward_relu_of(Module& m, const Tensor& x) {
+  if (typeid(m) == typeid(BatchNorm2d)) return static_cast<BatchNorm2d&>(m).forward_relu(x);
+  if (typeid(m) == typeid(BatchNorm1d)) return static_cast<BatchNorm1d&>(m).forward_relu(x);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -40,20 +42,14 @@ BN* exactly(Module& m) {
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    Module& m = *modules_[i];
     if (i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU)) {
-      if (auto* bn = exactly<BatchNorm2d>(m)) {
-        h = bn->forward_relu(h);
-        ++i;
-        continue;
-      }
-      if (auto* bn = exactly<BatchNorm1d>(m)) {
-        h = bn->forward_relu(h);
-        ++i;
+      if (std::optional<Tensor> y = forward_relu_of(*modules_[i], h)) {
+        h = std::move(*y);
+        ++i;  // the ReLU ran inside
         continue;
       }
     }
-    h = m.forward(h);
+    h = modules_[i]->forward(h);
   }
   return h;
 }

@@ -337,6 +337,10 @@ Tensor relu(const Tensor& x) {
       [](const Tensor& g, const TensorList& s) { return helper(BinaryOp::ReluBackward, g, s[0]); });
 }
 
+Tensor detail::relu_backward(const Tensor& g, const Tensor& positive_where) {
+  return helper(BinaryOp::ReluBackward, g, positive_where);
+}
+
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return record_unary("LeakyReluBackward",
                       float_unary("leaky_relu", UnaryOp::LeakyRelu, x, negative_slope), x, {x},

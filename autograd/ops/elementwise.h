@@ -77,4 +77,11 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 /// The broadcast shape of two shapes; ValueError naming both when they are incompatible.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 
+namespace detail {
+/// relu's backward on its own: g where `positive_where` > 0, else 0, where positive_where is
+/// relu's input or (the same sign) its output. One kernel in a plain backward, recorded ops under
+/// create_graph. For ops that fuse a relu (batch_norm_relu).
+Tensor relu_backward(const Tensor& g, const Tensor& positive_where);
+}  // namespace detail
+
 }  // namespace octo

@@ -13,7 +13,6 @@
 #include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "tensor/factories.h"
 
 namespace octo {
 
@@ -65,24 +64,6 @@ TensorList batch_norm_backward_composite(const Tensor& g, const Tensor& x, const
   const Tensor gxhat = w.defined() ? g * w.view(bshape) : g;
   Tensor gi = invstd * (gxhat - mean(gxhat, dims, true) - xhat * mean(gxhat * xhat, dims, true));
   return {gi, sum(g * xhat, dims), sum(g, dims)};
-}
-
-/// grad_out masked by relu's backward on relu's output y: grad_out where y > 0, else 0. One
-/// ReluBackward kernel in a plain backward; under create_graph a product with a constant mask.
-Tensor relu_mask(const Tensor& grad_out, const Tensor& y) {
-  if (autograd::GradMode::is_enabled()) {  // Note [create_graph]
-    Tensor positive;
-    {
-      NoGradGuard no_grad;
-      positive = gt(y, zeros({}, y.options())).to(y.dtype());
-    }
-    return grad_out * positive;
-  }
-  Tensor masked = detail::make_empty(y.sizes(), y.dtype(), y.device());
-  if (masked.numel() > 0)
-    kernels::backend(y.device())
-        .binary(kernels::BinaryOp::ReluBackward, masked.arg(), grad_out.arg(), y.arg());
-  return masked;
 }
 
 /// batch_norm, and batch_norm_relu when `relu` (Note [Fused batch norm + ReLU]). `name` is the
@@ -153,36 +134,39 @@ Tensor batch_norm_impl(const char* name, const Tensor& input, const Tensor& runn
   if (relu) saved.push_back(out);
   if (training) {
     // Saved: input [N, C, *], weight [C] (may be undefined), save_mean [C], save_invstd [C].
-    return autograd::record(
-        node, out, {input, weight, bias}, saved,
-        [need_input, need_weight, need_bias, eps, weight_dtype, bias_dtype, relu](
-            const TensorList& g, const TensorList& s) -> TensorList {
-          const Tensor& x = s[0];
-          const Tensor go = g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());
-          if (autograd::GradMode::is_enabled())  // Note [create_graph]
-            return batch_norm_backward_composite(relu ? relu_mask(go, s[4]) : go, x, s[1], eps);
-          const int64_t c = x.size(1);
-          Tensor gi, gw, gb;
-          if (need_input) gi = detail::make_empty(x.sizes(), x.dtype(), x.device());
-          if (need_weight) gw = detail::make_empty({c}, weight_dtype, x.device());
-          if (need_bias) gb = detail::make_empty({c}, bias_dtype, x.device());
-          kernels::Backend& be = kernels::backend(x.device());
-          if (relu &&
-              be.batch_norm_relu_backward(gi.arg(), gw.arg(), gb.arg(), go.arg(), s[4].arg(),
-                                          x.arg(), s[1].arg(), s[2].arg(), s[3].arg()))
-            return {gi, gw, gb};
-          const Tensor gbn = relu ? relu_mask(go, s[4]) : go;
-          be.batch_norm_backward(gi.arg(), gw.arg(), gb.arg(), gbn.arg(), x.arg(), s[1].arg(),
-                                 s[2].arg(), s[3].arg());
-          return {gi, gw, gb};
-        });
+    return autograd::record(node, out, {input, weight, bias}, saved,
+                            [need_input, need_weight, need_bias, eps, weight_dtype, bias_dtype,
+                             relu](const TensorList& g, const TensorList& s) -> TensorList {
+                              const Tensor& x = s[0];
+                              const Tensor go =
+                                  g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());
+                              if (autograd::GradMode::is_enabled())  // Note [create_graph]
+                                return batch_norm_backward_composite(
+                                    relu ? detail::relu_backward(go, s[4]) : go, x, s[1], eps);
+                              const int64_t c = x.size(1);
+                              Tensor gi, gw, gb;
+                              if (need_input)
+                                gi = detail::make_empty(x.sizes(), x.dtype(), x.device());
+                              if (need_weight)
+                                gw = detail::make_empty({c}, weight_dtype, x.device());
+                              if (need_bias) gb = detail::make_empty({c}, bias_dtype, x.device());
+                              kernels::Backend& be = kernels::backend(x.device());
+                              if (relu && be.batch_norm_relu_backward(
+                                              gi.arg(), gw.arg(), gb.arg(), go.arg(), s[4].arg(),
+                                              x.arg(), s[1].arg(), s[2].arg(), s[3].arg()))
+                                return {gi, gw, gb};
+                              const Tensor gbn = relu ? detail::relu_backward(go, s[4]) : go;
+                              be.batch_norm_backward(gi.arg(), gw.arg(), gb.arg(), gbn.arg(),
+                                                     x.arg(), s[1].arg(), s[2].arg(), s[3].arg());
+                              return {gi, gw, gb};
+                            });
   }
   // Eval: y = (x - running_mean) * invstd * w + b with constant running statistics.
   return autograd::record(node, out, {input, weight, bias}, saved,
                           [need_input, need_weight, need_bias, eps, relu](
                               const TensorList& g, const TensorList& s) -> TensorList {
                             const Tensor &x = s[0], &w = s[1], &rm = s[2], &rv = s[3];
-                            const Tensor go = relu ? relu_mask(g[0], s[4]) : g[0];
+                            const Tensor go = relu ? detail::relu_backward(g[0], s[4]) : g[0];
                             const Shape bshape = channel_shape(x.dim(), x.size(1));
                             const Shape dims = non_channel_dims(x.dim());
                             const Tensor invstd = rsqrt(rv + eps);  // [C]
@@ -214,11 +198,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 // is written, and the backward masks the incoming gradient as it reads it (a zero wherever the
 // output is not positive, which is where relu's input was not), so neither the norm's output
 // nor the masked gradient is ever in memory. The result is relu(batch_norm(...)) bit for bit,
-// values and gradients (tests/autograd/test_norm.cpp checks it), because the fused kernels apply
-// the same relu to the same rounded values and the same mask to the same gradient. A backend
-// without the fused kernels (CUDA, a 16-bit mix that stages) runs the two ops instead; create_graph
-// multiplies by the mask in recorded ops. nn::Sequential calls it for a BatchNorm followed by a
-// ReLU (Note [Sequential fusion] in nn/container.cpp).
+// values and gradients (tests/autograd/test_batch_norm_relu.cpp checks it), because the fused
+// kernels apply the same relu to the same rounded values and the same mask to the same gradient. A
+// backend without the fused kernels (CUDA, a 16-bit mix that stages) runs the two ops instead;
+// create_graph multiplies by the mask in recorded ops. nn::Sequential calls it for a BatchNorm
+// followed by a ReLU (Note [Sequential fusion] in nn/container.cpp).
 Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training, double momentum,
                        double eps) {
