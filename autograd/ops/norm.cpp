@@ -20,18 +20,17 @@ using autograd::TensorList;
 
 namespace {
 
-/// Checks that an optional per-channel tensor (weight, bias, running stats) is [C] with the
-/// input's dtype.
-/// A [C] parameter or statistic: the input's dtype, or float32 beside a 16-bit input (as under
-/// autocast, where BatchNorm2d keeps float32 parameters and statistics).
-void check_channel_param(const Tensor& t, const char* name, int64_t channels, DType dtype) {
+/// Checks an optional per-channel tensor (weight, bias, running stats) of op `op`: [C], with the
+/// input's dtype or float32 beside a 16-bit input (as under autocast, where BatchNorm2d keeps
+/// float32 parameters and statistics).
+void check_channel_param(const char* op, const Tensor& t, const char* name, int64_t channels,
+                         DType dtype) {
   if (!t.defined()) return;
-  OCTO_CHECK_VALUE(t.dim() == 1 && t.size(0) == channels, "batch_norm: expected ", name,
-                   " of shape [", channels, "] (one value per channel of the input), got ",
-                   t.sizes());
+  OCTO_CHECK_VALUE(t.dim() == 1 && t.size(0) == channels, op, ": expected ", name, " of shape [",
+                   channels, "] (one value per channel of the input), got ", t.sizes());
   const bool half = is_half(dtype);
-  OCTO_CHECK_VALUE(t.dtype() == dtype || (half && t.dtype() == kFloat32), "batch_norm: expected ",
-                   name, " to have the input's dtype ", dtype, half ? " or float32" : "", ", got ",
+  OCTO_CHECK_VALUE(t.dtype() == dtype || (half && t.dtype() == kFloat32), op, ": expected ", name,
+                   " to have the input's dtype ", dtype, half ? " or float32" : "", ", got ",
                    t.dtype());
 }
 
@@ -77,10 +76,10 @@ Tensor batch_norm_impl(const char* name, const Tensor& input, const Tensor& runn
   detail::check_same_device({&input, &running_mean, &running_var, &weight, &bias});
   detail::check_floating(name, input.dtype(), {{"input", input.dtype()}});
   const int64_t channels = input.size(1);
-  check_channel_param(weight, "weight", channels, input.dtype());
-  check_channel_param(bias, "bias", channels, input.dtype());
-  check_channel_param(running_mean, "running_mean", channels, input.dtype());
-  check_channel_param(running_var, "running_var", channels, input.dtype());
+  check_channel_param(name, weight, "weight", channels, input.dtype());
+  check_channel_param(name, bias, "bias", channels, input.dtype());
+  check_channel_param(name, running_mean, "running_mean", channels, input.dtype());
+  check_channel_param(name, running_var, "running_var", channels, input.dtype());
   OCTO_CHECK_VALUE(running_mean.defined() == running_var.defined(), name,
                    ": running_mean and running_var must both be given or both be undefined");
   OCTO_CHECK_VALUE(

@@ -147,6 +147,34 @@ std::vector<Mistake> mistakes() {
          nn::Linear l(2, 2);
          octo::optim::SGD(l.parameters(), {.lr = std::nan("")});
        }},
+      // mixed precision
+      {"autocast in float32", Kind::Value, "bfloat16 or float16",
+       [] { octo::autocast amp(octo::kFloat32); }},
+      {"GradScaler with a zero init_scale", Kind::Value, "init_scale",
+       [] { octo::GradScaler({.init_scale = 0}); }},
+      {"GradScaler with a backoff_factor above 1", Kind::Value, "backoff_factor",
+       [] { octo::GradScaler({.backoff_factor = 2}); }},
+      {"GradScaler.update before any step", Kind::Value, "step()",
+       [] {
+         octo::GradScaler scaler;
+         scaler.update();
+       }},
+      {"GradScaler.step twice in one iteration", Kind::Value, "already",
+       [] {
+         nn::Linear l(2, 2);
+         octo::optim::SGD opt(l.parameters(), {.lr = 0.1});
+         octo::GradScaler scaler;
+         scaler.scale(l.forward(octo::randn({3, 2})).sum()).backward();
+         scaler.step(opt);
+         scaler.step(opt);
+       }},
+      {"GradScaler.scale of an integer loss", Kind::Value, "int64",
+       [] { octo::GradScaler().scale(octo::ones({1}, {.dtype = octo::kInt64})); }},
+      {"batch_norm_relu with a weight for 5 channels on 3", Kind::Value, "batch_norm_relu",
+       [] {
+         F::batch_norm_relu(octo::randn({4, 3, 2, 2}), {}, {}, octo::ones({5}), octo::zeros({3}),
+                            /*training=*/true, 0.1, 1e-5);
+       }},
       // data and files
       {"DataLoader with batch_size 0", Kind::Value, "batch",
        [] {
