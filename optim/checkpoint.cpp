@@ -1,8 +1,9 @@
 // Checkpoints over safetensors: module weights, and full training state (model, optimizer,
-// scheduler, epoch, random generators).
+// scheduler, loss scaler, epoch, random generators).
 #include "optim/checkpoint.h"
 
 #include <charconv>
+#include <functional>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
@@ -36,16 +37,19 @@ nn::NamedTensors rng_state_dict() {
   return out;
 }
 
-void load_rng_state_dict(const nn::NamedTensors& state) {
-  std::vector<std::pair<Device, GeneratorState>> states;
+/// Validates every "rng.*" entry and resolves its device's generator (an unknown or unavailable
+/// device throws here), and returns what to set; setting it cannot fail.
+std::vector<std::pair<Generator*, GeneratorState>> read_rng_state_dict(
+    const nn::NamedTensors& state) {
+  std::vector<std::pair<Generator*, GeneratorState>> states;
   for (const auto& [name, t] : state) {
     OCTO_CHECK_IO(t.dtype() == kInt64 && t.numel() == 2, "checkpoint: rng entry '", name,
                   "' must hold two int64 values (seed, offset), got ", t.dtype(), " ", t.sizes());
     auto v = t.to_vector<int64_t>();
-    states.emplace_back(Device(name),
+    states.emplace_back(&default_generator(Device(name)),
                         GeneratorState{static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])});
   }
-  set_rng_states(states);
+  return states;
 }
 
 }  // namespace
@@ -68,6 +72,7 @@ void save_checkpoint(const TrainingState& state, const std::string& path) {
   add("model.", state.model->state_dict());
   if (state.optimizer) add("optimizer.", state.optimizer->state_dict());
   if (state.scheduler) add("scheduler.", state.scheduler->state_dict());
+  if (state.scaler) add("scaler.", state.scaler->state_dict());
   add("rng.", rng_state_dict());
   auto metadata = state.metadata;
   metadata[kEpochKey] = std::to_string(state.epoch);
@@ -89,10 +94,41 @@ void load_checkpoint(TrainingState& state, const std::string& path) {
       ec == std::errc() && end == text.data() + text.size() && parsed >= 0 && parsed <= kMaxEpoch,
       "'", path, "': bad epoch '", text, "' in metadata (", kEpochKey,
       " must be a whole number in [0, ", kMaxEpoch, "])");
-  state.model->load_state_dict(with_prefix(file.tensors, "model."));
-  if (state.optimizer) state.optimizer->load_state_dict(with_prefix(file.tensors, "optimizer."));
-  if (state.scheduler) state.scheduler->load_state_dict(with_prefix(file.tensors, "scheduler."));
-  load_rng_state_dict(with_prefix(file.tensors, "rng."));
+  // Note [All-or-nothing restore]: each part's load_state_dict checks everything before it
+  // changes anything, so a refused part has changed nothing itself; the parts restored before it
+  // are put back from snapshots. The model goes last, since a snapshot of it would be a copy of
+  // every weight: the other parts' snapshots are their state_dict()s, whose tensors their loads
+  // replace rather than write into, so they cost no copy. The generators are resolved (the check
+  // that can fail) first and set (which cannot) at the end.
+  const auto rng = read_rng_state_dict(with_prefix(file.tensors, "rng."));
+  std::vector<std::function<void()>> undo;
+  try {
+    if (state.optimizer) {
+      undo.push_back(
+          [o = state.optimizer, sd = state.optimizer->state_dict()] { o->load_state_dict(sd); });
+      state.optimizer->load_state_dict(with_prefix(file.tensors, "optimizer."));
+    }
+    if (state.scheduler) {
+      undo.push_back([sch = state.scheduler, sd = state.scheduler->state_dict()] {
+        sch->load_state_dict(sd);
+      });
+      state.scheduler->load_state_dict(with_prefix(file.tensors, "scheduler."));
+    }
+    if (state.scaler && state.scaler->is_enabled()) {
+      undo.push_back(
+          [sc = state.scaler, sd = state.scaler->state_dict()] { sc->load_state_dict(sd); });
+      const nn::NamedTensors scaler = with_prefix(file.tensors, "scaler.");
+      OCTO_CHECK_VALUE(!scaler.empty(), "'", path,
+                       "' holds no GradScaler state (it was saved without an enabled one); set "
+                       "TrainingState.scaler to nullptr to keep the scaler's current scale");
+      state.scaler->load_state_dict(scaler);
+    }
+    state.model->load_state_dict(with_prefix(file.tensors, "model."));
+  } catch (...) {
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) (*it)();
+    throw;
+  }
+  for (const auto& [generator, s] : rng) generator->set_state(s);
   state.epoch = parsed;
   state.metadata = file.metadata;
   state.metadata.erase(kEpochKey);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "nn/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
@@ -27,12 +28,16 @@ struct TrainingState {
   optim::LRScheduler* scheduler = nullptr;      // optional
   int64_t epoch = 0;                            // epochs completed
   std::map<std::string, std::string> metadata;  // free-form (command line, accuracy, ...)
+  GradScaler* scaler = nullptr;  // optional (last, so that older brace-initialisations still
+                                 // compile); a disabled one saves nothing
 };
 
-/// One safetensors file with keys "model.*", "optimizer.*", "scheduler.*" and "rng.*" (every
-/// device generator's seed and offset), and the epoch in __metadata__.
+/// One safetensors file with keys "model.*", "optimizer.*", "scheduler.*", "scaler.*" and "rng.*"
+/// (every device generator's seed and offset), and the epoch in __metadata__.
 void save_checkpoint(const TrainingState& state, const std::string& path);
-/// Restores model, optimizer, scheduler and generators; sets state.epoch and state.metadata.
+/// Restores model, optimizer, scheduler, scaler and generators; sets state.epoch and
+/// state.metadata. All or nothing: when any part of the file is refused (IOError, ValueError
+/// naming the key), none of them has changed (Note [All-or-nothing restore]).
 void load_checkpoint(TrainingState& state, const std::string& path);
 
 }  // namespace octo

@@ -13,16 +13,18 @@ namespace octo {
 
 namespace {
 
-void check_options(double init_scale, double growth_factor, double backoff_factor,
-                   int64_t growth_interval) {
-  OCTO_CHECK_VALUE(std::isfinite(init_scale) && init_scale > 0.0,
-                   "GradScaler: expected a finite init_scale > 0, got ", init_scale);
-  OCTO_CHECK_VALUE(std::isfinite(growth_factor) && growth_factor > 1.0,
-                   "GradScaler: expected growth_factor > 1, got ", growth_factor);
-  OCTO_CHECK_VALUE(backoff_factor > 0.0 && backoff_factor < 1.0,
-                   "GradScaler: expected 0 < backoff_factor < 1, got ", backoff_factor);
-  OCTO_CHECK_VALUE(growth_interval > 0, "GradScaler: expected growth_interval > 0, got ",
-                   growth_interval);
+/// The options' ranges; `where` starts the message, and a loaded state dict's values are named
+/// by their keys ('scale' is init_scale's).
+void check_options(const char* where, bool loaded, double init_scale, double growth_factor,
+                   double backoff_factor, int64_t growth_interval) {
+  OCTO_CHECK_VALUE(std::isfinite(init_scale) && init_scale > 0.0, where, ": expected a finite ",
+                   loaded ? "'scale'" : "init_scale", " > 0, got ", init_scale);
+  OCTO_CHECK_VALUE(std::isfinite(growth_factor) && growth_factor > 1.0, where, ": expected ",
+                   loaded ? "'growth_factor'" : "growth_factor", " > 1, got ", growth_factor);
+  OCTO_CHECK_VALUE(backoff_factor > 0.0 && backoff_factor < 1.0, where, ": expected 0 < ",
+                   loaded ? "'backoff_factor'" : "backoff_factor", " < 1, got ", backoff_factor);
+  OCTO_CHECK_VALUE(growth_interval > 0, where, ": expected ",
+                   loaded ? "'growth_interval'" : "growth_interval", " > 0, got ", growth_interval);
 }
 
 }  // namespace
@@ -33,7 +35,7 @@ GradScaler::GradScaler(GradScalerOptions options)
       backoff_factor_(options.backoff_factor),
       growth_interval_(options.growth_interval),
       enabled_(options.enabled) {
-  check_options(scale_, growth_factor_, backoff_factor_, growth_interval_);
+  check_options("GradScaler", false, scale_, growth_factor_, backoff_factor_, growth_interval_);
 }
 
 Tensor GradScaler::scale(const Tensor& loss) const {
@@ -156,7 +158,7 @@ void GradScaler::load_state_dict(const optim::NamedTensors& state_dict) {
   const int64_t tracker = counter("_growth_tracker", 0);
   OCTO_CHECK_VALUE(entries.empty(), "GradScaler.load_state_dict: unexpected key '",
                    entries.empty() ? "" : entries.begin()->first, "'");
-  check_options(scale, growth, backoff, interval);
+  check_options("GradScaler.load_state_dict", true, scale, growth, backoff, interval);
   scale_ = scale;
   growth_factor_ = growth;
   backoff_factor_ = backoff;

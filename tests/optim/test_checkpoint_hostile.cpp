@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 
 #include <octo/octo.h>
@@ -21,11 +22,13 @@ struct Setup {
   std::shared_ptr<nn::Linear> model = std::make_shared<nn::Linear>(3, 2);
   octo::optim::SGD opt{model->parameters(), {.lr = 0.1, .momentum = 0.9}};
   octo::optim::StepLR sched{opt, 2};
+  octo::GradScaler scaler{{.init_scale = 1024, .growth_interval = 3}};
   octo::TrainingState state() {
     octo::TrainingState s;
     s.model = model.get();
     s.optimizer = &opt;
     s.scheduler = &sched;
+    s.scaler = &scaler;
     return s;
   }
 };
@@ -36,8 +39,9 @@ fs::path good_checkpoint() {
     fs::create_directories(p);
     Setup s;
     s.opt.zero_grad();
-    s.model->forward(octo::ones({1, 3})).sum().backward();
-    s.opt.step();
+    s.scaler.scale(s.model->forward(octo::ones({1, 3})).sum()).backward();
+    s.scaler.step(s.opt);
+    s.scaler.update();  // one good step: _growth_tracker 1
     s.sched.step();
     auto st = s.state();
     st.epoch = 3;
@@ -146,4 +150,130 @@ TEST_CASE("save refuses a target that is not a regular file, and long names work
   auto path = dir / (long_name + ".st");  // 253 bytes: the old temp suffix made it too long
   octo::save_safetensors({{"t", t}}, path.string());
   CHECK(octo::load_safetensors(path.string()).tensors.size() == 1);
+}
+
+TEST_CASE("a loss scaler's state is saved and restored with the training state") {
+  Setup s;
+  auto st = s.state();
+  octo::load_checkpoint(st, good_checkpoint().string());
+  CHECK(s.scaler.get_scale() == 1024);
+  CHECK(s.scaler.growth_tracker() == 1);
+  CHECK(s.scaler.growth_interval() == 3);
+
+  // A disabled scaler saves nothing and ignores what a file holds.
+  octo::GradScaler off({.enabled = false});
+  st.scaler = &off;
+  auto path = (good_checkpoint().parent_path() / "no_scaler.safetensors").string();
+  octo::save_checkpoint(st, path);
+  for (const auto& [key, t] : octo::load_safetensors(path).tensors)
+    CHECK(key.rfind("scaler.", 0) != 0);
+  octo::load_checkpoint(st, good_checkpoint().string());
+
+  // An enabled scaler refuses a file without its state, and keeps its own.
+  Setup fresh;
+  auto fst = fresh.state();
+  try {
+    octo::load_checkpoint(fst, path);
+    FAIL("loaded no scaler state into an enabled scaler");
+  } catch (const octo::ValueError& e) {
+    CHECK_THAT(e.msg(), Catch::Contains("no GradScaler state") && Catch::Contains(path));
+  }
+  CHECK(fresh.scaler.get_scale() == 1024);
+  CHECK(fresh.scaler.growth_tracker() == 0);
+}
+
+TEST_CASE("hostile loss-scaler values are refused, naming the key") {
+  struct Case {
+    const char* key;
+    Tensor value;
+    const char* names;
+  };
+  const Tensor i64 = octo::scalar_tensor(-4, {.dtype = octo::kInt64});
+  for (const Case& c :
+       {Case{"scaler.scale", f64(std::nan("")), "'scale'"}, Case{"scaler.scale", f64(0), "'scale'"},
+        Case{"scaler.growth_factor", f64(0.5), "'growth_factor'"},
+        Case{"scaler.backoff_factor", f64(1), "'backoff_factor'"},
+        Case{"scaler.growth_interval", i64, "'growth_interval'"},
+        Case{"scaler._growth_tracker", f64(1e300), "'_growth_tracker'"}}) {
+    INFO(c.key);
+    auto path = tampered("scaler", [&](auto& tensors, auto&) { set(tensors, c.key, c.value); });
+    CHECK_THAT(load_error(path), Catch::Contains("GradScaler") && Catch::Contains(c.names));
+  }
+}
+
+namespace {
+
+/// Everything a training state holds, as plain values, to compare before and after a load.
+struct Observed {
+  std::vector<float> weight, momentum;
+  double lr = 0, scale = 0;
+  int64_t last_epoch = 0, tracker = 0;
+  uint64_t rng_seed = 0, rng_offset = 0;
+  bool operator==(const Observed&) const = default;
+};
+
+Observed observe(Setup& s) {
+  Observed o;
+  o.weight = s.model->weight.to_vector<float>();
+  for (const auto& [key, t] : s.opt.state_dict())
+    if (key == "state.0.momentum_buffer") o.momentum = t.to_vector<float>();
+  o.lr = s.opt.lr();
+  o.scale = s.scaler.get_scale();
+  o.last_epoch = s.sched.last_epoch();
+  o.tracker = s.scaler.growth_tracker();
+  o.rng_seed = octo::default_generator().state().seed;
+  o.rng_offset = octo::default_generator().state().offset;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a refused checkpoint changes nothing: model, optimizer, scheduler, scaler, generators") {
+  // A state unlike the file's in every part: other weights, two steps of momentum, lr 0.05,
+  // scheduler and scaler counters, another generator state.
+  (void)good_checkpoint();  // made first: making it draws from the generator
+  Setup s;
+  for (int i = 0; i < 2; ++i) {
+    s.opt.zero_grad();
+    s.scaler.scale(s.model->forward(octo::full({2, 3}, 0.5)).sum()).backward();
+    s.scaler.step(s.opt);
+    s.scaler.update();
+  }
+  s.opt.set_lr(0, 0.05);
+  octo::manual_seed(99);
+  (void)octo::randn({5});
+  const Observed before = observe(s);
+  REQUIRE(!before.momentum.empty());
+
+  // One bad part each; the parts before it in the file (and in the restore) are good.
+  struct Case {
+    const char* what;
+    std::function<void(std::vector<std::pair<std::string, Tensor>>&)> edit;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"a model weight of the wrong shape",
+            [](auto& t) {
+              set(t, "model.weight", octo::zeros({5, 5}));
+            }},
+           {"a NaN loss scale", [](auto& t) { set(t, "scaler.scale", f64(std::nan(""))); }},
+           {"a scheduler counter of 2.5",
+            [](auto& t) { set(t, "scheduler.last_epoch", f64(2.5)); }},
+           {"a generator of an unknown device",
+            [](auto& t) {
+              for (auto& [k, v] : t)
+                if (k.rfind("rng.", 0) == 0) k = "rng.tpu:0";
+            }},
+           {"a momentum buffer of the wrong shape",
+            [](auto& t) { set(t, "optimizer.state.0.momentum_buffer", octo::zeros({7})); }}}) {
+    INFO(c.what);
+    auto path = tampered("partial", [&](auto& tensors, auto&) { c.edit(tensors); });
+    auto st = s.state();
+    CHECK_THROWS_AS(octo::load_checkpoint(st, path), octo::Error);
+    CHECK(observe(s) == before);
+    CHECK(st.epoch == 0);
+  }
+  // And the good file does change them.
+  auto st = s.state();
+  octo::load_checkpoint(st, good_checkpoint().string());
+  CHECK(!(observe(s) == before));
 }
