@@ -37,6 +37,7 @@ namespace {
 struct EpochResult {
   double loss = 0, acc = 0;
   int64_t samples = 0;
+  int64_t skipped = 0;  // steps the loss scaler skipped (inf/NaN gradients; --amp fp16 only)
 };
 
 // Sums of a few numbers over the ranks (loss, correct, samples), when distributed.
@@ -97,8 +98,8 @@ EpochResult run_epoch(TrainSetup& s, octo::nn::Module& fwd, octo::GradScaler& sc
           std::to_string(s.train_loader->size()) +
           " (before its backward and step, so the weights are those of the batch before); lower --lr, or check the data (--detect-anomaly names the op that first produces a NaN or Inf)");
     }
-    scaler.scale(loss).backward();  // the loss itself unless --amp fp16
-    scaler.step(*s.optimizer);      // skips a step whose gradients overflowed
+    scaler.scale(loss).backward();                // the loss itself unless --amp fp16
+    if (!scaler.step(*s.optimizer)) ++r.skipped;  // a step whose gradients overflowed
     scaler.update();
     if (s.scheduler) s.scheduler->step();
     int64_t n = x.size(0);
@@ -225,6 +226,7 @@ int train(const TrainOptions& opts, TrainSetup& s) {
   state.model = s.model.get();
   state.optimizer = s.optimizer;
   state.scheduler = s.scheduler;
+  state.scaler = &scaler;  // saves and restores the loss scale (nothing when disabled)
   std::vector<EpochMetrics> history;
   const int64_t batches = static_cast<int64_t>(s.train_loader->size());
   if (!opts.resume.empty()) {
@@ -246,6 +248,13 @@ int train(const TrainOptions& opts, TrainSetup& s) {
           "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f samples/s\n",
           static_cast<long long>(m.epoch), m.train_loss, 100 * m.train_acc, m.test_loss,
           100 * m.test_acc, m.seconds, m.samples_per_s);
+      // With --amp fp16, what the loss scaler did: a scale that keeps falling means float16
+      // gradients overflow at every scale (docs/errors.md, "Mixed precision").
+      if (scaler.is_enabled())
+        std::printf(
+            "  loss scale %g after the epoch, %lld of %lld steps skipped (inf/NaN gradients)\n",
+            scaler.get_scale(), static_cast<long long>(tr.skipped),
+            static_cast<long long>(batches));
       std::fflush(stdout);
       if (!opts.csv.empty()) append_csv(opts.csv, m);
       if (!opts.save.empty()) {

@@ -91,7 +91,8 @@ TEST_CASE("mnist: CNN on two devices with --limit, --csv and --plot", "[examples
 
 TEST_CASE("mnist: --resume gives the same weights as an uninterrupted run", "[examples]") {
   fs::path d = make_mnist("resume", 128, 32);
-  std::string model = GENERATE(std::string("cnn"), std::string("mlp --devices cpu:0,cpu:1"));
+  std::string model = GENERATE(std::string("cnn"), std::string("mlp --devices cpu:0,cpu:1"),
+                               std::string("mlp --amp fp16"));
   std::string common = bin("mnist/mnist") + " --model " + model + " --data " + d.string() +
                        " --batch-size 32 --threads 1 --seed 7";
   fs::path full = d / "full.safetensors", part = d / "part.safetensors";
@@ -104,6 +105,13 @@ TEST_CASE("mnist: --resume gives the same weights as an uninterrupted run", "[ex
   CHECK(r.out.find("resumed from") != std::string::npos);
   CHECK(r.out.find("epoch 1:") == std::string::npos);  // epoch 1 is not trained again
   require_same_model(full, part);
+  // The loss scaler's state travels with the checkpoint (only when there is one: --amp fp16).
+  const bool fp16 = model.find("fp16") != std::string::npos;
+  CHECK((r.out.find("loss scale 65536 after the epoch") != std::string::npos) == fp16);
+  size_t scaler_keys = 0;
+  for (const auto& [name, t] : octo::load_safetensors(part.string()).tensors)
+    scaler_keys += name.rfind("scaler.", 0) == 0;
+  CHECK(scaler_keys == (fp16 ? 5u : 0u));
   // A different seed gives different weights (the comparison is not vacuous).
   fs::path other = d / "other.safetensors";
   REQUIRE(run(bin("mnist/mnist") + " --model " + model + " --data " + d.string() +
