@@ -1,7 +1,9 @@
 // libFuzzer target: restoring a training checkpoint whose values are hostile. The input is not a
 // file: it edits a valid checkpoint of a small model + SGD + StepLR, so that the fuzzer explores
 // the restore logic (key names, group and state indices, counters, hyper-parameters, dtypes,
-// shapes, the epoch) rather than the safetensors parser (fuzz_safetensors covers that).
+// shapes, the epoch) rather than the safetensors parser (fuzz_safetensors covers that). A refused
+// checkpoint must leave the whole training state as it was (Note [All-or-nothing restore]); a
+// state that changed is a finding (abort).
 //
 // Input: a line-based edit script, one edit per line:
 //   k <entry> <new key>        rename the entry-th tensor
@@ -9,6 +11,7 @@
 //   t <entry> <dtype>          convert the entry-th tensor (float32, int32, ...)
 //   s <entry> <d0,d1,...>      replace the entry-th tensor by zeros of that shape
 //   e <text>                   set the epoch metadata to text
+#include <algorithm>
 #include <sstream>
 
 #include "fuzz_util.h"
@@ -19,21 +22,45 @@ struct Setup {
   std::shared_ptr<octo::nn::Linear> model = std::make_shared<octo::nn::Linear>(3, 2);
   octo::optim::SGD opt{model->parameters(), {.lr = 0.1, .momentum = 0.9}};
   octo::optim::StepLR sched{opt, 2};
+  octo::GradScaler scaler{{.init_scale = 256, .growth_interval = 4}};
   octo::TrainingState state() {
     octo::TrainingState s;
     s.model = model.get();
     s.optimizer = &opt;
     s.scheduler = &sched;
+    s.scaler = &scaler;
     return s;
+  }
+  void train_step() {
+    opt.zero_grad();
+    scaler.scale(model->forward(octo::ones({1, 3})).sum()).backward();
+    scaler.step(opt);
+    scaler.update();
+    sched.step();
+  }
+  /// Every restorable value as text, to compare before and after a refused load. Generators are
+  /// those that existed before: resolving a file's "rng.cpu:3" may create that device's generator
+  /// (in its initial state), which changes nothing that was there.
+  std::string observed(const std::vector<octo::Device>& generators) const {
+    std::ostringstream os;
+    os.precision(17);
+    for (const octo::nn::NamedTensors& sd :
+         {model->state_dict(), opt.state_dict(), sched.state_dict(), scaler.state_dict()})
+      for (const auto& [k, t] : sd) {
+        os << k << '=';
+        for (double v : t.to(octo::kFloat64).to_vector<double>()) os << v << ',';
+      }
+    for (const auto& [device, g] : octo::get_rng_states())
+      if (std::find(generators.begin(), generators.end(), device) != generators.end())
+        os << device << ':' << g.seed << ',' << g.offset << ';';
+    return os.str();
   }
 };
 
 const octo::SafetensorsFile& good() {
   static const octo::SafetensorsFile file = [] {
     Setup s;
-    s.model->forward(octo::ones({1, 3})).sum().backward();
-    s.opt.step();
-    s.sched.step();
+    s.train_step();
     auto st = s.state();
     st.epoch = 2;
     std::string path = fuzz::scratch() + "/good.safetensors";
@@ -88,12 +115,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     octo::save_safetensors(file.tensors, path, file.metadata);
     Setup s;
     auto st = s.state();
-    octo::load_checkpoint(st, path);
+    std::vector<octo::Device> generators;
+    for (const auto& [device, g] : octo::get_rng_states()) generators.push_back(device);
+    const std::string before = s.observed(generators);
+    try {
+      octo::load_checkpoint(st, path);
+    } catch (const octo::Error&) {
+      if (s.observed(generators) != before) std::abort();  // a refused load changed the state
+      throw;
+    }
     // A restored state must also be usable: one more training step.
-    s.opt.zero_grad();
-    s.model->forward(octo::ones({1, 3})).sum().backward();
-    s.opt.step();
-    s.sched.step();
+    s.train_step();
   });
   return 0;
 }
