@@ -320,9 +320,9 @@ void Optimizer::commit(Loading& loading) {
     }
     throw;
   }
+  // As PyTorch's load_state_dict replaces the groups: a group saved without initial_lr has none.
   for (int64_t g = 0; g < num_groups; ++g)
-    if (loading.initial_lr[static_cast<size_t>(g)])
-      initial_lr_[static_cast<size_t>(g)] = loading.initial_lr[static_cast<size_t>(g)];
+    initial_lr_[static_cast<size_t>(g)] = loading.initial_lr[static_cast<size_t>(g)];
   state_ = std::move(loading.state);
   written_version_.assign(state_.size(), std::nullopt);  // loaded masters are checked against p
 }

@@ -277,3 +277,19 @@ TEST_CASE("a refused checkpoint changes nothing: model, optimizer, scheduler, sc
   octo::load_checkpoint(st, good_checkpoint().string());
   CHECK(!(observe(s) == before));
 }
+
+TEST_CASE("a refused checkpoint leaves an optimizer without a scheduler without initial_lr") {
+  // The file's optimizer part (saved beside a StepLR) carries initial_lr; this optimizer has no
+  // scheduler, so none. The optimizer part loads, the scaler part is refused: initial_lr must
+  // not stay behind.
+  auto path = tampered("scaler_after_opt",
+                       [](auto& tensors, auto&) { set(tensors, "scaler.scale", f64(-1)); });
+  Setup s;
+  auto st = s.state();
+  st.scheduler = nullptr;
+  octo::optim::SGD plain(s.model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  st.optimizer = &plain;
+  REQUIRE(!plain.initial_lr(0));
+  CHECK_THROWS_WITH(octo::load_checkpoint(st, path), Catch::Contains("'scale'"));
+  CHECK(!plain.initial_lr(0));
+}
