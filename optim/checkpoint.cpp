@@ -102,26 +102,19 @@ void load_checkpoint(TrainingState& state, const std::string& path) {
   // that can fail) first and set (which cannot) at the end.
   const auto rng = read_rng_state_dict(with_prefix(file.tensors, "rng."));
   std::vector<std::function<void()>> undo;
+  // Snapshots `part`, then loads its entries of the file.
+  auto restore = [&](auto* part, const char* prefix) {
+    undo.push_back([part, sd = part->state_dict()] { part->load_state_dict(sd); });
+    part->load_state_dict(with_prefix(file.tensors, prefix));
+  };
   try {
-    if (state.optimizer) {
-      undo.push_back(
-          [o = state.optimizer, sd = state.optimizer->state_dict()] { o->load_state_dict(sd); });
-      state.optimizer->load_state_dict(with_prefix(file.tensors, "optimizer."));
-    }
-    if (state.scheduler) {
-      undo.push_back([sch = state.scheduler, sd = state.scheduler->state_dict()] {
-        sch->load_state_dict(sd);
-      });
-      state.scheduler->load_state_dict(with_prefix(file.tensors, "scheduler."));
-    }
+    if (state.optimizer) restore(state.optimizer, "optimizer.");
+    if (state.scheduler) restore(state.scheduler, "scheduler.");
     if (state.scaler && state.scaler->is_enabled()) {
-      undo.push_back(
-          [sc = state.scaler, sd = state.scaler->state_dict()] { sc->load_state_dict(sd); });
-      const nn::NamedTensors scaler = with_prefix(file.tensors, "scaler.");
-      OCTO_CHECK_VALUE(!scaler.empty(), "'", path,
+      OCTO_CHECK_VALUE(!with_prefix(file.tensors, "scaler.").empty(), "'", path,
                        "' holds no GradScaler state (it was saved without an enabled one); set "
                        "TrainingState.scaler to nullptr to keep the scaler's current scale");
-      state.scaler->load_state_dict(scaler);
+      restore(state.scaler, "scaler.");
     }
     state.model->load_state_dict(with_prefix(file.tensors, "model."));
   } catch (...) {
