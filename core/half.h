@@ -8,6 +8,10 @@
 
 #include "core/macros.h"
 
+// nvcc's host passes do not get F16C, so Float16's host conversions read differently in .cu
+// files; both give the same bits (NaNs take the portable path everywhere). A release libocto.so
+// holds no out-of-line copy of them (`nm -C` finds none: every call is inlined), so no .cu body
+// can stand in for the F16C one.
 #if !defined(__CUDACC__) && defined(__F16C__)
 #include <immintrin.h>
 #define OCTO_HOST_F16C 1  // the host converts binary16 with F16C instructions (see Float16)

@@ -1,7 +1,7 @@
 // bfloat16 and float16 on CUDA (Note [16-bit kernels]): the cases of kernels/half_cases.h, which
 // the CPU suite runs too, each a 16-bit op on cuda:0 against the float32 op on the CPU; then what
-// only the GPU has: random fills equal to the CPU's bit for bit, 16-bit atomic adds, and a small
-// CNN trained under autocast on cuda:0 as on the CPU.
+// only the GPU has: random fills equal to the CPU's (bit for bit but for randn's last bits), 16-bit
+// atomic adds, and a small CNN trained under autocast on cuda:0 as on the CPU.
 #include "gpu/gpu_helpers.h"
 #include "gpu/gpu_main.h"
 
@@ -23,7 +23,7 @@ namespace {
 /// The GPU's float32 kernels differ from the CPU's in summation order (block reductions, cuDNN's
 /// algorithms) and in the device math library: 2^-14 of the largest reference value, a quarter
 /// of float16's rounding and far below a wrong kernel's error.
-const half_cases::Target kCuda{kGpu, 0x1p-14};
+const half_cases::Target kCuda{kGpu, 0x1p-14, /*bias_rounds_twice=*/true};
 
 }  // namespace
 
@@ -55,17 +55,25 @@ TEST_CASE("cuda 16-bit cross-entropy computes in float32", "[cuda][half]") {
   half_cases::cross_entropy(kCuda, GENERATE(octo::kBFloat16, octo::kFloat16));
 }
 
-TEST_CASE("cuda 16-bit random fills equal the cpu's bit for bit", "[cuda][half][random]") {
+TEST_CASE("cuda 16-bit random fills equal the cpu's", "[cuda][half][random]") {
   const DType dt = GENERATE(octo::kBFloat16, octo::kFloat16);
   INFO(dt);
   octo::manual_seed(5);
   const Tensor ug = octo::rand({257}, {.dtype = dt, .device = kGpu});
   octo::manual_seed(5);
   check_match(ug, octo::rand({257}, {.dtype = dt}));
+  // randn's Box-Muller calls logf and cosf, which CUDA's math library and glibc may round an
+  // ulp apart in float32; rounded to 16 bits that rarely shows, and then as one 16-bit ulp (2u
+  // relative; float16's smallest subnormal absolute). The rest must be equal.
   octo::manual_seed(6);
   const Tensor ng = octo::randn({3, 50}, {.dtype = dt, .device = kGpu});
   octo::manual_seed(6);
-  check_match(ng, octo::randn({3, 50}, {.dtype = dt}));
+  const Tensor nc = octo::randn({3, 50}, {.dtype = dt});
+  check_match(ng, nc, 2 * half_cases::unit_roundoff(dt), 0x1p-24);
+  const std::vector<float> g = half_cases::floats(ng), c = half_cases::floats(nc);
+  int64_t equal = 0;
+  for (size_t i = 0; i < g.size(); ++i) equal += g[i] == c[i];
+  CHECK(equal >= int64_t(g.size()) * 95 / 100);
   // dropout's bernoulli mask, drawn in the input's dtype
   octo::manual_seed(7);
   const Tensor dg = octo::dropout(octo::ones({64, 33}, {.dtype = dt, .device = kGpu}), 0.3, true);
