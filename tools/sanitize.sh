@@ -26,7 +26,10 @@ case $kind in
     builddir=${OCTO_SANITIZE_BUILDDIR:-build-tsan}
     sanitize=thread
     suites=(data_parallel engine data core)
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+    # allocator_may_return_null as for asan: the out-of-memory tests reach octo's own error.
+    # history_size=7 (the most): TSan keeps enough of each thread's past to restore the stack of
+    # an access an OpenMP worker made, so that the libgomp suppression can match it (tsan.supp).
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=7:allocator_may_return_null=1:suppressions=$supp/tsan.supp"
     ;;
   *)
     echo "usage: tools/sanitize.sh asan|tsan" >&2
