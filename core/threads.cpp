@@ -16,6 +16,21 @@
 #include <omp.h>
 #endif
 
+// Note [TSan and OpenMP]: libgomp is not built with ThreadSanitizer, so TSan cannot see that the
+// start of a parallel region orders the caller's writes before the workers' reads, nor that its
+// end orders the workers' accesses before the caller's next ones; it reports them as races
+// (typically the caller's stack, reused after parallel_for returns, against a worker's earlier
+// read of a captured variable). Under TSan parallel_for states both edges itself with
+// __tsan_release / __tsan_acquire, so what TSan reports about octo's own regions is real.
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define OCTO_TSAN_RELEASE(addr) __tsan_release(addr)
+#define OCTO_TSAN_ACQUIRE(addr) __tsan_acquire(addr)
+#else
+#define OCTO_TSAN_RELEASE(addr) (void)(addr)
+#define OCTO_TSAN_ACQUIRE(addr) (void)(addr)
+#endif
+
 namespace octo {
 
 namespace {
@@ -90,8 +105,11 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     std::exception_ptr error;
     std::mutex error_mutex;
     int64_t total = end - begin;
+    char fork = 0, join = 0;  // Note [TSan and OpenMP]: only their addresses matter
+    OCTO_TSAN_RELEASE(&fork);
 #pragma omp parallel num_threads(nthreads)
     {
+      OCTO_TSAN_ACQUIRE(&fork);
       int t = omp_get_thread_num();
       int nt = omp_get_num_threads();
       int64_t chunk = (total + nt - 1) / nt;
@@ -105,7 +123,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
           if (!error) error = std::current_exception();
         }
       }
+      OCTO_TSAN_RELEASE(&join);
     }
+    OCTO_TSAN_ACQUIRE(&join);
     if (error) std::rethrow_exception(error);
     return;
   }

@@ -2,7 +2,8 @@
 # Builds octo with sanitizers (CPU only) and runs the CPU test suite under them.
 #
 #   tools/sanitize.sh asan     # AddressSanitizer + UndefinedBehaviorSanitizer, every CPU suite
-#   tools/sanitize.sh tsan     # ThreadSanitizer: parallel, autograd, engine and DataLoader suites
+#   tools/sanitize.sh tsan     # ThreadSanitizer: DataParallel, engine, DataLoader, core, DDP and
+#                              # examples suites
 #
 # Build dirs: build-asan/, build-tsan/ (OCTO_SANITIZE_BUILDDIR overrides). Any report fails the
 # run: UBSan and TSan are made fatal (halt_on_error), ASan always is. Known leaks of Open MPI's
@@ -25,11 +26,10 @@ case $kind in
   tsan)
     builddir=${OCTO_SANITIZE_BUILDDIR:-build-tsan}
     sanitize=thread
-    suites=(data_parallel engine data core)
+    suites=(--suite data_parallel --suite engine --suite data --suite core --suite distributed
+            --suite examples)
     # allocator_may_return_null as for asan: the out-of-memory tests reach octo's own error.
-    # history_size=7 (the most): TSan keeps enough of each thread's past to restore the stack of
-    # an access an OpenMP worker made, so that the libgomp suppression can match it (tsan.supp).
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=7:allocator_may_return_null=1:suppressions=$supp/tsan.supp"
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$supp/tsan.supp"
     ;;
   *)
     echo "usage: tools/sanitize.sh asan|tsan" >&2
