@@ -103,18 +103,19 @@ void load_checkpoint(TrainingState& state, const std::string& path) {
   const auto rng = read_rng_state_dict(with_prefix(file.tensors, "rng."));
   std::vector<std::function<void()>> undo;
   // Snapshots `part`, then loads its entries of the file.
-  auto restore = [&](auto* part, const char* prefix) {
+  auto restore = [&](auto* part, const nn::NamedTensors& entries) {
     undo.push_back([part, sd = part->state_dict()] { part->load_state_dict(sd); });
-    part->load_state_dict(with_prefix(file.tensors, prefix));
+    part->load_state_dict(entries);
   };
   try {
-    if (state.optimizer) restore(state.optimizer, "optimizer.");
-    if (state.scheduler) restore(state.scheduler, "scheduler.");
+    if (state.optimizer) restore(state.optimizer, with_prefix(file.tensors, "optimizer."));
+    if (state.scheduler) restore(state.scheduler, with_prefix(file.tensors, "scheduler."));
     if (state.scaler && state.scaler->is_enabled()) {
-      OCTO_CHECK_VALUE(!with_prefix(file.tensors, "scaler.").empty(), "'", path,
+      const nn::NamedTensors scaler = with_prefix(file.tensors, "scaler.");
+      OCTO_CHECK_VALUE(!scaler.empty(), "'", path,
                        "' holds no GradScaler state (it was saved without an enabled one); set "
                        "TrainingState.scaler to nullptr to keep the scaler's current scale");
-      restore(state.scaler, "scaler.");
+      restore(state.scaler, scaler);
     }
     state.model->load_state_dict(with_prefix(file.tensors, "model."));
   } catch (...) {

@@ -191,6 +191,47 @@ inline void reductions(const Target& at, DType dt) {
         octo::argmax(widened(y), 1).to_vector<int64_t>());
 }
 
+/// An op with a bias (Note [Bias rounds twice on CUDA]): `op` on its 16-bit (input, weight, bias)
+/// `leaves`, `product` the same without the bias, and `bias` the bias leaf shaped to broadcast
+/// onto the product, so that `product + bias` is what CUDA computes.
+struct BiasCase {
+  std::string name;
+  std::vector<Tensor> leaves;
+  Op op, product, bias;
+  /// |product| + |bias| of t: the size of the rounding CUDA makes before adding the bias.
+  Tensor terms(const std::vector<Tensor>& t) const {
+    return octo::abs(product(t)) + octo::abs(bias(t));
+  }
+};
+
+inline BiasCase linear_case(const Target& at, DType dt) {
+  return {"linear",
+          {sample(at, {8, 16}, 7, dt), sample(at, {5, 16}, 8, dt), sample(at, {5}, 9, dt)},
+          [](const auto& t) { return octo::linear(t[0], t[1], t[2]); },
+          [](const auto& t) { return octo::linear(t[0], t[1]); },
+          [](const auto& t) { return t[2]; }};
+}
+
+inline BiasCase conv2d_case(const Target& at, DType dt) {
+  return {
+      "conv2d",
+      {sample(at, {2, 3, 7, 6}, 10, dt), sample(at, {4, 3, 3, 3}, 11, dt), sample(at, {4}, 12, dt)},
+      [](const auto& t) {
+        return octo::conv2d(t[0], t[1], t[2], {1, 1}, {1, 1});
+      },
+      [](const auto& t) {
+        return octo::conv2d(t[0], t[1], {}, {1, 1}, {1, 1});
+      },
+      [](const auto& t) {
+        return t[2].reshape({1, 4, 1, 1});
+      }};
+}
+
+/// check_op of a BiasCase; where the target's bias rounds twice, its forward is allowed that.
+inline void check_op(const Target& at, DType dt, const BiasCase& c) {
+  check_op(at, c.name, dt, c.leaves, c.op, 1, [&c](const auto& t) { return c.terms(t); });
+}
+
 inline void products(const Target& at, DType dt) {
   check_op(at, "mm", dt, {sample(at, {5, 7}, 1, dt), sample(at, {7, 3}, 2, dt)},
            [](const auto& t) { return octo::mm(t[0], t[1]); });
@@ -199,25 +240,11 @@ inline void products(const Target& at, DType dt) {
   check_op(at, "matmul (broadcast)", dt,
            {sample(at, {3, 2, 4, 6}, 5, dt), sample(at, {6, 2}, 6, dt)},
            [](const auto& t) { return octo::matmul(t[0], t[1]); });
-  check_op(
-      at, "linear", dt,
-      {sample(at, {8, 16}, 7, dt), sample(at, {5, 16}, 8, dt), sample(at, {5}, 9, dt)},
-      [](const auto& t) { return octo::linear(t[0], t[1], t[2]); }, 1,
-      [](const auto& t) { return octo::abs(octo::linear(t[0], t[1])) + octo::abs(t[2]); });
+  check_op(at, dt, linear_case(at, dt));
 }
 
 inline void conv_and_pool(const Target& at, DType dt) {
-  check_op(
-      at, "conv2d", dt,
-      {sample(at, {2, 3, 7, 6}, 10, dt), sample(at, {4, 3, 3, 3}, 11, dt), sample(at, {4}, 12, dt)},
-      [](const auto& t) {
-        return octo::conv2d(t[0], t[1], t[2], {1, 1}, {1, 1});
-      },
-      1,
-      [](const auto& t) {
-        return octo::abs(octo::conv2d(t[0], t[1], {}, {1, 1}, {1, 1})) +
-               octo::abs(t[2].reshape({1, 4, 1, 1}));
-      });
+  check_op(at, dt, conv2d_case(at, dt));
   check_op(at, "conv2d (stride 2, groups 3)", dt,
            {sample(at, {2, 3, 8, 8}, 13, dt), sample(at, {6, 1, 3, 3}, 14, dt)}, [](const auto& t) {
              return octo::conv2d(t[0], t[1], {}, {2, 2}, {0, 0}, {1, 1}, 3);

@@ -151,32 +151,18 @@ TEST_CASE("bfloat16 bmm honours alpha, beta, transposed and broadcast operands",
 TEST_CASE("a 16-bit bias added after the rounded product needs the CUDA allowance, which suffices",
           "[half][linalg][conv]") {
   // What CUDA runs (Note [Bias rounds twice on CUDA]), composed here from the CPU's one-rounding
-  // ops: the 16-bit product, then a 16-bit add of the bias. On the GPU suite's own shapes and
-  // seeds it misses the one-rounding bound where product and bias nearly cancel; the allowance
-  // the GPU suite gives linear and conv2d covers it.
+  // ops: the 16-bit product, then a 16-bit add of the bias. On the GPU suite's own cases it misses
+  // the one-rounding bound where product and bias nearly cancel; the allowance covers it.
   const DType dt = GENERATE(octo::kBFloat16, octo::kFloat16);
-  auto sample = [&](const octo::Shape& shape, uint64_t seed) {
-    return half_cases::sample(kCpu, shape, seed, dt).detach();
-  };
-  const Tensor x = sample({8, 16}, 7), w = sample({5, 16}, 8), b = sample({5}, 9);
-  const Tensor xi = sample({2, 3, 7, 6}, 10), k = sample({4, 3, 3, 3}, 11), kb = sample({4}, 12);
-  auto f32 = [](const Tensor& t) { return t.to(octo::kFloat32); };
-  const Tensor kb4 = kb.reshape({1, 4, 1, 1}), kb4f = f32(kb4);
-  struct Case {
-    const char* name;
-    Tensor got, want, twice;
-  };
-  const Case cases[] = {
-      {"linear", octo::linear(x, w) + b, octo::linear(f32(x), f32(w), f32(b)),
-       octo::abs(octo::linear(f32(x), f32(w))) + octo::abs(f32(b))},
-      {"conv2d", octo::conv2d(xi, k, {}, {1, 1}, {1, 1}) + kb4,
-       octo::conv2d(f32(xi), f32(k), f32(kb), {1, 1}, {1, 1}),
-       octo::abs(octo::conv2d(f32(xi), f32(k), {}, {1, 1}, {1, 1})) + octo::abs(kb4f)},
-  };
-  for (const Case& c : cases) {
+  for (const half_cases::BiasCase& c :
+       {half_cases::linear_case(kCpu, dt), half_cases::conv2d_case(kCpu, dt)}) {
     INFO(c.name << " (" << dt << ")");
-    CHECK(half_cases::count_outside(c.got, c.want, dt, 0.0) > 0);
-    CHECK(half_cases::count_outside(c.got, c.want, dt, 0.0, 1, c.twice) == 0);
+    octo::NoGradGuard no_grad;
+    std::vector<Tensor> wide;
+    for (const Tensor& t : c.leaves) wide.push_back(half_cases::widened(t));
+    const Tensor got = c.product(c.leaves) + c.bias(c.leaves), want = c.op(wide);
+    CHECK(half_cases::count_outside(got, want, dt, 0.0) > 0);
+    CHECK(half_cases::count_outside(got, want, dt, 0.0, 1, c.terms(wide)) == 0);
   }
 }
 
