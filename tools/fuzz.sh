@@ -32,7 +32,7 @@ if [ ! -f "$builddir/build.ninja" ]; then
 fi
 ninja -C "$builddir" || exit 1
 
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$(realpath tools/sanitizers/lsan.supp):print_suppressions=0"
 export OMP_NUM_THREADS=1
