@@ -155,6 +155,47 @@ OCTO_HOST_DEVICE inline bool is_negative(T x) {
   }
 }
 
+// Note [Integer overflow wraps]
+// Integer tensors wrap around on overflow (two's complement), as PyTorch's and NumPy's do:
+// int64 max + 1 is int64 min. Signed overflow is undefined behaviour in C++ -- UBSan reports it and
+// the optimiser may assume it never happens -- so the arithmetic functors compute a signed integer
+// T in the unsigned type of its width (at least unsigned int, so that nothing promotes back to a
+// signed int), where wrapping is defined, and convert back, which C++20 defines as modular.
+// Floats and bool compute as themselves.
+template <typename T, bool = kInt<T>>
+struct Wrapping {
+  using type = T;
+};
+template <typename T>
+struct Wrapping<T, true> {
+  using type =
+      std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+};
+template <typename T>
+OCTO_HOST_DEVICE inline T wrap_add(T a, T b) {
+  using W = typename Wrapping<T>::type;
+  return static_cast<T>(static_cast<W>(a) + static_cast<W>(b));
+}
+template <typename T>
+OCTO_HOST_DEVICE inline T wrap_sub(T a, T b) {
+  using W = typename Wrapping<T>::type;
+  return static_cast<T>(static_cast<W>(a) - static_cast<W>(b));
+}
+template <typename T>
+OCTO_HOST_DEVICE inline T wrap_mul(T a, T b) {
+  using W = typename Wrapping<T>::type;
+  return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
+}
+/// -x; for floats the sign flip itself (0 - x would turn -0 into +0).
+template <typename T>
+OCTO_HOST_DEVICE inline T wrap_neg(T x) {
+  if constexpr (kInt<T>) {
+    return wrap_sub(T(0), x);
+  } else {
+    return static_cast<T>(-x);
+  }
+}
+
 /// x ** e for integers (e < 0 gives 1 / x^|e| truncated: 1, +-1 or 0, as integer division).
 template <typename T>
 OCTO_HOST_DEVICE inline T int_pow(T x, int64_t e) {
@@ -167,8 +208,8 @@ OCTO_HOST_DEVICE inline T int_pow(T x, int64_t e) {
   }
   T result = T(1);
   while (e) {
-    if (e & 1) result = static_cast<T>(result * x);
-    x = static_cast<T>(x * x);
+    if (e & 1) result = wrap_mul(result, x);
+    x = wrap_mul(x, x);
     e >>= 1;
   }
   return result;
@@ -223,8 +264,8 @@ OCTO_HOST_DEVICE inline T normal_pdf(T x) {
     OCTO_HOST_DEVICE T operator()(T x) const { expr; } \
   };
 
-OCTO_UNARY_FUNCTOR(Neg, return static_cast<T>(-x))
-OCTO_UNARY_FUNCTOR(Abs, return is_negative(x) ? static_cast<T>(-x) : x)
+OCTO_UNARY_FUNCTOR(Neg, return wrap_neg(x))
+OCTO_UNARY_FUNCTOR(Abs, return is_negative(x) ? wrap_neg(x) : x)  // abs(int min) is int min
 OCTO_UNARY_FUNCTOR(Sign, return is_nan(x) ? x : static_cast<T>(int(T(0) < x) - int(is_negative(x))))
 OCTO_UNARY_FUNCTOR(Exp, using std::exp; return exp(x))
 OCTO_UNARY_FUNCTOR(Log, using std::log; return log(x))
@@ -239,7 +280,7 @@ OCTO_UNARY_FUNCTOR(Sigmoid, return sigmoid(x))
 OCTO_UNARY_FUNCTOR(Relu, return is_negative(x) ? T(0) : x)  // NaN stays NaN
 OCTO_UNARY_FUNCTOR(Gelu, return x * normal_cdf(x))
 OCTO_UNARY_FUNCTOR(Silu, return x * sigmoid(x))
-OCTO_UNARY_FUNCTOR(Square, return static_cast<T>(x * x))
+OCTO_UNARY_FUNCTOR(Square, return wrap_mul(x, x))
 OCTO_UNARY_FUNCTOR(Reciprocal, return T(1) / x)
 OCTO_UNARY_FUNCTOR(
     Floor,
@@ -314,19 +355,19 @@ template <typename T>
 struct AddScalar {
   T s;
   static AddScalar make(Scalar alpha, Scalar) { return {alpha.to<T>()}; }
-  OCTO_HOST_DEVICE T operator()(T x) const { return static_cast<T>(x + s); }
+  OCTO_HOST_DEVICE T operator()(T x) const { return wrap_add(x, s); }
 };
 template <typename T>
 struct MulScalar {
   T s;
   static MulScalar make(Scalar alpha, Scalar) { return {alpha.to<T>()}; }
-  OCTO_HOST_DEVICE T operator()(T x) const { return static_cast<T>(x * s); }
+  OCTO_HOST_DEVICE T operator()(T x) const { return wrap_mul(x, s); }
 };
 template <typename T>
 struct Affine {
   T scale, shift;
   static Affine make(Scalar alpha, Scalar beta) { return {alpha.to<T>(), beta.to<T>()}; }
-  OCTO_HOST_DEVICE T operator()(T x) const { return static_cast<T>(x * scale + shift); }
+  OCTO_HOST_DEVICE T operator()(T x) const { return wrap_add(wrap_mul(x, scale), shift); }
 };
 
 // --- binary ------------------------------------------------------------------------------------
@@ -336,10 +377,10 @@ struct Affine {
     OCTO_HOST_DEVICE R operator()(T a, T b) const { expr; } \
   };
 
-OCTO_BINARY_FUNCTOR(Add, T, return static_cast<T>(a + b))
-OCTO_BINARY_FUNCTOR(Sub, T, return static_cast<T>(a - b))
+OCTO_BINARY_FUNCTOR(Add, T, return wrap_add(a, b))  // Note [Integer overflow wraps]
+OCTO_BINARY_FUNCTOR(Sub, T, return wrap_sub(a, b))
 OCTO_BINARY_FUNCTOR(
-    Mul, T, if constexpr (kBool<T>) { return a && b; } else { return static_cast<T>(a * b); })
+    Mul, T, if constexpr (kBool<T>) { return a && b; } else { return wrap_mul(a, b); })
 OCTO_BINARY_FUNCTOR(Div, T, return a / b)
 OCTO_BINARY_FUNCTOR(
     Pow, T,

@@ -16,6 +16,7 @@
 #include "core/threads.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/functors.h"
 
 namespace octo::kernels {
 
@@ -159,33 +160,35 @@ void store(const TensorArg& out, int64_t off, A v) {
 
 // --- accumulators: run() folds in a strided run, merge() folds in a later partial ---------------
 
+// Integer sums and products wrap on overflow (Note [Integer overflow wraps] in functors.h).
 template <typename T, typename A>
 struct SumAcc {
+  using W = typename fn::Wrapping<A>::type;  // A itself, or the unsigned type for integers
   A s = 0;
   void run(const T* p, int64_t st, int64_t n, int64_t) {
-    A a0 = 0, a1 = 0, a2 = 0, a3 = 0;  // four lanes break the add dependency chain
+    W a0 = 0, a1 = 0, a2 = 0, a3 = 0;  // four lanes break the add dependency chain
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-      a0 += to_acc<A>(p[i * st]);
-      a1 += to_acc<A>(p[(i + 1) * st]);
-      a2 += to_acc<A>(p[(i + 2) * st]);
-      a3 += to_acc<A>(p[(i + 3) * st]);
+      a0 += static_cast<W>(to_acc<A>(p[i * st]));
+      a1 += static_cast<W>(to_acc<A>(p[(i + 1) * st]));
+      a2 += static_cast<W>(to_acc<A>(p[(i + 2) * st]));
+      a3 += static_cast<W>(to_acc<A>(p[(i + 3) * st]));
     }
-    for (; i < n; ++i) a0 += to_acc<A>(p[i * st]);
-    s += (a0 + a1) + (a2 + a3);
+    for (; i < n; ++i) a0 += static_cast<W>(to_acc<A>(p[i * st]));
+    s = static_cast<A>(static_cast<W>(s) + ((a0 + a1) + (a2 + a3)));
   }
-  void push(A v, int64_t) { s += v; }
-  void merge(const SumAcc& o) { s += o.s; }
+  void push(A v, int64_t) { s = fn::wrap_add(s, v); }
+  void merge(const SumAcc& o) { s = fn::wrap_add(s, o.s); }
 };
 
 template <typename T, typename A>
 struct ProdAcc {
   A s = 1;
   void run(const T* p, int64_t st, int64_t n, int64_t) {
-    for (int64_t i = 0; i < n; ++i) s *= to_acc<A>(p[i * st]);
+    for (int64_t i = 0; i < n; ++i) s = fn::wrap_mul(s, to_acc<A>(p[i * st]));
   }
-  void push(A v, int64_t) { s *= v; }
-  void merge(const ProdAcc& o) { s *= o.s; }
+  void push(A v, int64_t) { s = fn::wrap_mul(s, v); }
+  void merge(const ProdAcc& o) { s = fn::wrap_mul(s, o.s); }
 };
 
 /// Max (kMax) or min; a NaN anywhere makes the result NaN. Branch-free so columns vectorise.
@@ -312,6 +315,14 @@ bool try_columns(const Geometry& g, const TensorArg& out, const TensorArg& in, F
 /// Runs accumulator Acc over every output and writes finish(acc) there (Note above).
 template <typename Acc, typename T, typename Finish>
 void run_reduce(const Geometry& g, const TensorArg& out, const TensorArg& in, Finish finish) {
+  if (g.red_numel == 0) {  // the empty fold everywhere; the input may have no storage to point into
+    for (int64_t o = 0; o < g.out_numel; ++o) {
+      int64_t in_off, out_off;
+      g.offsets(o, in_off, out_off);
+      store(out, out_off, finish(Acc{}));
+    }
+    return;
+  }
   if (try_columns<Acc, T>(g, out, in, finish)) return;
   const T* src = in.data_as<const T>();
   const int64_t nblocks = std::max<int64_t>(1, (g.red_numel + kBlock - 1) / kBlock);

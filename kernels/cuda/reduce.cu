@@ -81,10 +81,10 @@ __device__ inline bool better(A av, int64_t ai, A bv, int64_t bi) {
 
 template <typename A, ReduceOp kOp>
 __device__ inline void push(State<A>& s, A x, int64_t j) {
-  if constexpr (kOp == ReduceOp::Sum || kOp == ReduceOp::Mean) {
-    s.v += x;
+  if constexpr (kOp == ReduceOp::Sum || kOp == ReduceOp::Mean) {  // integers wrap, as on the CPU
+    s.v = fn::wrap_add(s.v, x);
   } else if constexpr (kOp == ReduceOp::Prod) {
-    s.v *= x;
+    s.v = fn::wrap_mul(s.v, x);
   } else if constexpr (kOp == ReduceOp::Max || kOp == ReduceOp::Min) {
     if (nan_of(x))
       s.nan = true;
@@ -107,9 +107,9 @@ __device__ inline void push(State<A>& s, A x, int64_t j) {
 template <typename A, ReduceOp kOp>
 __device__ inline void merge(State<A>& s, const State<A>& o) {
   if constexpr (kOp == ReduceOp::Sum || kOp == ReduceOp::Mean) {
-    s.v += o.v;
+    s.v = fn::wrap_add(s.v, o.v);
   } else if constexpr (kOp == ReduceOp::Prod) {
-    s.v *= o.v;
+    s.v = fn::wrap_mul(s.v, o.v);
   } else if constexpr (kOp == ReduceOp::Max || kOp == ReduceOp::Min) {
     s.nan = s.nan || o.nan;
     if (kOp == ReduceOp::Max ? o.v > s.v : o.v < s.v) s.v = o.v;

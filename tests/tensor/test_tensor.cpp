@@ -79,6 +79,23 @@ TEST_CASE("to() defines float to integer conversion: NaN is 0, out of range satu
   CHECK(x.to(octo::kBool).to(octo::kInt64).to_vector<int64_t>() == std::vector<int64_t>(9, 1));
 }
 
+TEST_CASE("integer arithmetic wraps on overflow, as in PyTorch") {
+  // Note [Integer overflow wraps]: two's complement, never C++'s undefined signed overflow.
+  Tensor big = octo::from_vector<int64_t>({INT64_MAX, INT64_MIN, 3}, {3});
+  Tensor one = octo::from_vector<int64_t>({1, 1, 1}, {3});
+  CHECK((big + one).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN, INT64_MIN + 1, 4});
+  CHECK((big - one).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX - 1, INT64_MAX, 2});
+  CHECK((big * big).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 9});
+  CHECK(octo::neg(big).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN + 1, INT64_MIN, -3});
+  CHECK(octo::abs(big).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MIN, 3});
+  CHECK(octo::sum(big).item<int64_t>() == 2);  // max + min + 3 = -1 + 3
+  CHECK(octo::sum(octo::from_vector<int64_t>({INT64_MAX, INT64_MAX}, {2})).item<int64_t>() == -2);
+  CHECK(octo::prod(octo::from_vector<int64_t>({int64_t{1} << 62, 4}, {2}), 0).item<int64_t>() == 0);
+  Tensor i32 = octo::from_vector<int32_t>({INT32_MAX}, {1});
+  CHECK((i32 + octo::from_vector<int32_t>({1}, {1})).item<int32_t>() == INT32_MIN);
+  CHECK(octo::pow(i32, 2).item<int32_t>() == 1);
+}
+
 TEST_CASE("clone copies, copy_ writes in place") {
   Tensor a = octo::tensor({1, 2, 3});
   Tensor c = a.clone();
