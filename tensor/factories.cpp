@@ -14,8 +14,20 @@ Tensor finish(Tensor t, const TensorOptions& options) {
   if (options.requires_grad) t.requires_grad_(true);
   return t;
 }
-/// Builds a tensor on the CPU and moves it to the requested device.
+/// A contiguous float64 CPU tensor of `shape` whose element i (in row-major order) is value(i),
+/// for the factories computed on the host. Its allocation goes through make_empty, so a shape
+/// whose size overflows, or that cannot be allocated, is an octo::Error (a std::vector staging
+/// buffer would throw std::length_error or std::bad_alloc instead).
+template <typename F>
+Tensor host_values(const Shape& shape, F value) {
+  Tensor host = detail::make_empty(shape, kFloat64, kCPU);
+  auto* p = static_cast<double*>(host.raw_data());
+  for (int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = value(i);
+  return host;
+}
+/// Converts a tensor built on the CPU to the requested dtype and moves it to the device.
 Tensor from_host(Tensor host, const TensorOptions& options) {
+  if (host.dtype() != options.dtype) host = host.to(options.dtype);
   if (options.device != kCPU) {
     Tensor out = detail::make_empty(host.sizes(), host.dtype(), options.device);
     out.copy_(host);
@@ -42,34 +54,40 @@ Tensor arange(int64_t end, TensorOptions options) {
 }
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
+  OCTO_CHECK_VALUE(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+                   "arange: start, end and step must be finite, got start ", start, ", end ", end,
+                   ", step ", step);
   OCTO_CHECK_VALUE(step != 0, "arange: step must be nonzero");
   OCTO_CHECK_VALUE((step > 0 && end >= start) || (step < 0 && end <= start),
                    "arange: upper bound and larger bound inconsistent with step sign (start ",
                    start, ", end ", end, ", step ", step, ")");
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
-  return tensor(v, {n}, options);
+  const double count = std::ceil((end - start) / step);
+  OCTO_CHECK_VALUE(count < 9.2e18, "arange: start ", start, ", end ", end, " and step ", step,
+                   " give ", count, " values, more than fit in 64 bits");
+  return from_host(host_values({static_cast<int64_t>(count)},
+                               [&](int64_t i) { return start + static_cast<double>(i) * step; }),
+                   options);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
   OCTO_CHECK_VALUE(steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
-  std::vector<double> v(static_cast<size_t>(steps));
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
   int64_t half = steps / 2;
-  for (int64_t i = 0; i < steps; ++i)
-    v[i] = i < half ? start + step * static_cast<double>(i)
-                    : end - step * static_cast<double>(steps - 1 - i);
-  return tensor(v, {steps}, options);
+  return from_host(host_values({steps},
+                               [&](int64_t i) {
+                                 return i < half ? start + step * static_cast<double>(i)
+                                                 : end - step * static_cast<double>(steps - 1 - i);
+                               }),
+                   options);
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   if (m < 0) m = n;
   OCTO_CHECK_VALUE(n >= 0, "eye: n must be non-negative, got ", n);
-  std::vector<double> v(static_cast<size_t>(n * m), 0.0);
-  for (int64_t i = 0; i < std::min(n, m); ++i) v[i * m + i] = 1.0;
-  return tensor(v, {n, m}, options);
+  // make_empty rejects an n * m that overflows; with m == 0 there is no element to divide for.
+  return from_host(host_values({n, m}, [&](int64_t i) { return i / m == i % m ? 1.0 : 0.0; }),
+                   options);
 }
 
 Tensor rand(const Shape& shape, TensorOptions options) {
@@ -100,15 +118,14 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 
 Tensor randperm(int64_t n, TensorOptions options) {
   OCTO_CHECK_VALUE(n >= 0, "randperm: n must be non-negative, got ", n);
-  std::vector<int64_t> p(static_cast<size_t>(n));
+  Tensor host = detail::make_empty({n}, kInt64, kCPU);
+  auto* p = static_cast<int64_t*>(host.raw_data());
   for (int64_t i = 0; i < n; ++i) p[i] = i;
   Generator& g = default_generator(kCPU);
   for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
     auto j = static_cast<int64_t>(g.randint(static_cast<uint64_t>(i + 1)));
     std::swap(p[i], p[j]);
   }
-  Tensor host = from_vector(p, {n});
-  if (options.dtype != kInt64) host = host.to(options.dtype);
   return from_host(host, options);
 }
 
@@ -120,9 +137,7 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, TensorOptio
   OCTO_CHECK_VALUE(detail::shape_numel(shape) == static_cast<int64_t>(values.size()),
                    "tensor: shape ", shape, " needs ", detail::shape_numel(shape),
                    " values but got ", values.size());
-  Tensor host = from_vector(values, shape);
-  if (options.dtype != kFloat64) host = host.to(options.dtype);
-  return from_host(host, options);
+  return from_host(from_vector(values, shape), options);
 }
 
 template <typename T>

@@ -8,6 +8,8 @@
 #include "autograd/ops/indexing.h"
 
 #include <algorithm>
+#include <exception>
+#include <vector>
 
 #include "autograd/function.h"
 #include "core/error.h"
@@ -131,8 +133,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   OCTO_CHECK_VALUE(split_size > 0 || (split_size == 0 && n == 0),
                    "split: split_size must be positive, got ", split_size, " for dim ", d,
                    " of size ", n);
-  const int64_t pieces =
-      split_size == 0 ? 1 : std::max<int64_t>(1, (n + split_size - 1) / split_size);
+  // ceil(n / split_size), at least 1, without forming n + split_size (which may overflow).
+  const int64_t pieces = n == 0 ? 1 : 1 + (n - 1) / split_size;
   std::vector<Tensor> out;
   out.reserve(static_cast<size_t>(pieces));
   for (int64_t i = 0; i < pieces; ++i) {
@@ -149,7 +151,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_
   int64_t total = 0;
   for (int64_t s : sizes) {
     OCTO_CHECK_VALUE(s >= 0, "split_with_sizes: sizes must be non-negative, got ", sizes);
-    total += s;
+    OCTO_CHECK_VALUE(!__builtin_add_overflow(total, s, &total), "split_with_sizes: sizes ", sizes,
+                     " sum to more than fit in 64 bits; expected them to sum to ", x.size(d));
   }
   OCTO_CHECK_VALUE(total == x.size(d), "split_with_sizes: expected sizes ", sizes, " to sum to ",
                    x.size(d), " (the size of dim ", d, " of ", x.sizes(), "), but they sum to ",
@@ -169,10 +172,19 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   OCTO_CHECK_VALUE(x.dim() > 0, "chunk: expected a tensor with at least 1 dim, got a 0-d tensor");
   const int64_t d = detail::wrap_dim(dim, x.dim(), "chunk");
   const int64_t n = x.size(d);
-  const int64_t split_size = (n + chunks - 1) / chunks;
   // An empty dim gives `chunks` empty pieces, as in PyTorch.
-  if (n == 0) return split_with_sizes(x, Shape(static_cast<size_t>(chunks), 0), d);
-  return split(x, split_size, d);
+  if (n == 0) {
+    std::vector<Tensor> out;
+    try {
+      out.reserve(static_cast<size_t>(chunks));
+    } catch (const std::exception&) {  // std::length_error or std::bad_alloc
+      OCTO_THROW(OutOfMemoryError, "chunk: cannot hold ", chunks, " empty pieces of the empty dim ",
+                 d, " of ", x.sizes());
+    }
+    for (int64_t i = 0; i < chunks; ++i) out.push_back(x.narrow(d, 0, 0));
+    return out;
+  }
+  return split(x, 1 + (n - 1) / chunks, d);  // ceil(n / chunks) without overflow
 }
 
 // --- indexing

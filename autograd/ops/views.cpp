@@ -187,8 +187,9 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = detail::wrap_dim(d, dim(), "narrow");
   int64_t n = sizes()[d];
   if (start < 0) start += n;
-  OCTO_CHECK_INDEX(start >= 0 && length >= 0 && start + length <= n, "narrow: start (", start,
-                   ") + length (", length, ") exceeds dimension size (", n, ") of dim ", d);
+  OCTO_CHECK_INDEX(start >= 0 && length >= 0 && start <= n && length <= n - start,
+                   "narrow: start (", start, ") + length (", length, ") exceeds dimension size (",
+                   n, ") of dim ", d);
   return slice(d, start, start + length);
 }
 

@@ -84,6 +84,22 @@ std::vector<Mistake> mistakes() {
          octo::empty({int64_t{1} << 40, int64_t{1} << 40});
        }},
       {"1 TiB on the CPU", Kind::OutOfMemory, "", [] { octo::empty({int64_t{1} << 38}); }},
+      {"arange of 2^50 values", Kind::OutOfMemory, "",
+       [] { octo::arange(int64_t{1} << 50, {.dtype = octo::kFloat32}); }},
+      {"arange to infinity", Kind::Value, "finite",
+       [] { octo::arange(0.0, std::numeric_limits<double>::infinity()); }},
+      {"eye whose element count overflows", Kind::Value, "64 bits",
+       [] { octo::eye(int64_t{1} << 40, int64_t{1} << 40); }},
+      {"randperm of 2^50", Kind::OutOfMemory, "", [] { octo::randperm(int64_t{1} << 50); }},
+      {"narrow past the end by an overflowing length", Kind::Index, "exceeds",
+       [] { a23.narrow(1, 1, std::numeric_limits<int64_t>::max()); }},
+      {"split_with_sizes whose sum overflows", Kind::Value, "64 bits",
+       [] {
+         int64_t big = int64_t{1} << 62;
+         octo::split_with_sizes(octo::zeros({4}), {big, big, big, big, 4});
+       }},
+      {"chunk of an empty dim into 2^62 pieces", Kind::OutOfMemory,
+       "4611686018427387904 empty pieces", [] { octo::chunk(octo::zeros({0}), int64_t{1} << 62); }},
       {"dim out of range", Kind::Index, "3", [] { a23.sum(octo::Shape{3}); }},
       {"select index out of range", Kind::Index, "5", [] { a23.select(0, 5); }},
       {"max of an empty tensor", Kind::Any, "", [] { octo::zeros({0}).max(); }},
