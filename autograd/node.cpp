@@ -16,16 +16,34 @@ std::atomic<uint64_t> g_sequence_nr{0};
 // Note [Saved tensors and double backward]: a backward formula sees its saved tensors through
 // unpack(). In a plain backward (grad mode off) they are the detached values. With create_graph
 // the formula's ops are recorded, and they must meet the saved tensors as the graph knows them:
-// an input that requires grad is the tensor itself (so a leaf's gradient reaches the same
-// AccumulateGrad), and an output of the saving node -- exp() saves its result -- is rebuilt as an
-// alias whose grad_fn is that node, since storing the output itself would make node -> tensor ->
-// node a cycle that is never freed.
+// a leaf input that requires grad is the tensor itself (so its gradient reaches the same
+// AccumulateGrad); a non-leaf input is an alias carrying the grad_fn and output_nr it had when it
+// was saved; and an output of the saving node -- exp() saves its result -- is rebuilt as an alias
+// whose grad_fn is that node. Holding a non-leaf or an output as itself would let a cycle form
+// that is never freed: node -> tensor -> node for an output, and for an input, an in-place op
+// that later rebases it onto the saving node's result (`a.copy_(maximum(a, b))` gives a a
+// CopyBackward whose edge leads to MaximumBackward, which saves a). Such a saved input then fails
+// unpack's version check anyway; the alias only keeps that failure from leaking the graph.
+namespace {
+/// A new tensor over `data`'s storage whose history is (grad_fn, output_nr).
+Tensor alias_with_history(const Tensor& data, std::shared_ptr<Node> grad_fn, int output_nr) {
+  Tensor alias = data.detach();
+  auto& meta = alias.impl().autograd;
+  meta = std::make_unique<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->grad_fn = std::move(grad_fn);
+  meta->output_nr = output_nr;
+  return alias;
+}
+}  // namespace
+
 SavedTensor::SavedTensor(const Tensor& t, int output_nr) {
   if (!t.defined()) return;
   data_ = t.detach();
   version_ = t.version();
   output_nr_ = output_nr;
-  if (output_nr < 0 && t.requires_grad()) original_ = t;
+  if (output_nr < 0 && t.requires_grad())
+    original_ = t.grad_fn() ? alias_with_history(data_, t.grad_fn(), t.output_nr()) : t;
 }
 
 Tensor SavedTensor::unpack(const Node& owner) const {
@@ -43,15 +61,9 @@ Tensor SavedTensor::unpack(const Node& owner) const {
       now, "; expected version ", version_, " instead.");
   if (!GradMode::is_enabled()) return data_;
   if (original_.defined()) return original_;
-  if (output_nr_ >= 0 && is_floating(data_.dtype())) {
-    Tensor alias = data_.detach();
-    auto& meta = alias.impl().autograd;
-    meta = std::make_unique<AutogradMeta>();
-    meta->requires_grad = true;
-    meta->grad_fn = std::const_pointer_cast<Node>(owner.shared_from_this());
-    meta->output_nr = output_nr_;
-    return alias;
-  }
+  if (output_nr_ >= 0 && is_floating(data_.dtype()))
+    return alias_with_history(data_, std::const_pointer_cast<Node>(owner.shared_from_this()),
+                              output_nr_);
   return data_;
 }
 

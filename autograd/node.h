@@ -42,7 +42,7 @@ class SavedTensor {
 
  private:
   Tensor data_;
-  Tensor original_;  // an input that requires grad, as itself
+  Tensor original_;  // an input that requires grad: a leaf itself, a non-leaf as an alias
   uint32_t version_ = 0;
   int output_nr_ = -1;
   bool released_ = false;

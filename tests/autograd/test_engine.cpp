@@ -1,6 +1,8 @@
 // The engine: tape order, retain_graph, version checks, hooks, accumulation, autograd::grad.
 #include <catch2/catch.hpp>
 
+#include <memory>
+
 #include <octo/octo.h>
 
 using octo::Tensor;
@@ -63,6 +65,23 @@ TEST_CASE("an in-place change to a saved tensor is reported at backward") {
   CHECK_THROWS_WITH(y.backward(), Catch::Contains("modified by an inplace operation") &&
                                       Catch::Contains("MulBackward") &&
                                       Catch::Contains("is at version 1; expected version 0"));
+}
+
+TEST_CASE("a saved input rebased by an in-place op onto the saving node's result is freed") {
+  // a.copy_(maximum(a, b)) gives a a CopyBackward leading to MaximumBackward, which saved a: if
+  // the node held a itself, node -> a -> node would be a cycle never freed (Note [Saved tensors
+  // and double backward]).
+  std::weak_ptr<octo::autograd::Node> node;
+  {
+    Tensor x = leaf({1, 2, 3});
+    Tensor a = x * 2;
+    Tensor m = octo::maximum(a, octo::full({3}, 3.0, {.dtype = octo::kFloat64}));
+    node = m.grad_fn();
+    a.copy_(m);
+    CHECK_FALSE(node.expired());
+    CHECK_THROWS_WITH(a.sum().backward(), Catch::Contains("modified by an inplace operation"));
+  }
+  CHECK(node.expired());
 }
 
 TEST_CASE("in-place ops on leaves that require grad are refused") {
