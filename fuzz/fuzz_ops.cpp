@@ -16,11 +16,9 @@
 #include "fuzz_util.h"
 
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <string>
 #include <vector>
 
 namespace {
