@@ -58,7 +58,9 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op) {
     } else {
       OCTO_CHECK_VALUE(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ",
                        requested);
-      known *= shape[i];
+      // A product past int64 cannot equal any tensor's element count.
+      OCTO_CHECK_VALUE(!__builtin_mul_overflow(known, shape[i], &known), op, ": shape ", requested,
+                       " is invalid for input of size ", numel);
     }
   }
   if (infer >= 0) {
@@ -227,6 +229,9 @@ Tensor Tensor::expand(const Shape& shape) const {
       st[i] = 0;
       continue;
     }
+    OCTO_CHECK_VALUE(shape[i] >= -1, "expand: size ", shape[i], " at dimension ", i,
+                     " is not allowed (a size is >= 0, or -1 to keep the existing size); got ",
+                     shape);
     int64_t have = sizes()[i - lead];
     int64_t want = shape[i] == -1 ? have : shape[i];
     OCTO_CHECK_VALUE(have == want || have == 1, "The expanded size of the tensor (", want,
@@ -235,6 +240,12 @@ Tensor Tensor::expand(const Shape& shape) const {
     sz[i] = want;
     st[i] = have == want ? strides()[i - lead] : 0;
   }
+  // The only view whose sizes are not bounded by its storage (a stride-0 dim repeats one
+  // element), so the only one whose element count can overflow.
+  int64_t n = 1;
+  for (int64_t s : sz)
+    OCTO_CHECK_VALUE(!__builtin_mul_overflow(n, s, &n), "expand: sizes ", shape,
+                     " have more elements than fit in 64 bits");
   Shape base_shape = sizes();
   return record_view("ExpandBackward", *this, detail::make_view(*this, sz, st, storage_offset()),
                      [base_shape](const Tensor& g) { return sum_to(g, base_shape); });

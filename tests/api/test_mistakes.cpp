@@ -98,6 +98,18 @@ std::vector<Mistake> mistakes() {
          int64_t big = int64_t{1} << 62;
          octo::split_with_sizes(octo::zeros({4}), {big, big, big, big, 4});
        }},
+      {"reshape to sizes whose product overflows", Kind::Value, "invalid for input of size 6",
+       [] {
+         a23.reshape({int64_t{1} << 62, int64_t{1} << 62, 0});
+       }},
+      {"expand to a negative size other than -1", Kind::Value, "size -2 at dimension 1",
+       [] {
+         octo::ones({1}).expand({3, -2});
+       }},
+      {"expand whose element count overflows", Kind::Value, "64 bits",
+       [] {
+         octo::ones({1}).expand({int64_t{1} << 40, int64_t{1} << 40});
+       }},
       {"chunk of an empty dim into 2^62 pieces", Kind::OutOfMemory,
        "4611686018427387904 empty pieces", [] { octo::chunk(octo::zeros({0}), int64_t{1} << 62); }},
       {"dim out of range", Kind::Index, "3", [] { a23.sum(octo::Shape{3}); }},
