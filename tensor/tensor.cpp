@@ -126,7 +126,9 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t s = 1;
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    // An empty shape may have sizes whose product (0 aside) passes int64: [0, 2^62, 2^62].
+    OCTO_CHECK_VALUE(!__builtin_mul_overflow(s, std::max<int64_t>(sizes[i], 1), &s), "shape ",
+                     sizes, ": its strides overflow 64 bits");
   }
   return strides;
 }

@@ -95,10 +95,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const int64_t K = weight.size(0), kH = weight.size(2), kW = weight.size(3);
   OCTO_CHECK_VALUE(kH > 0 && kW > 0, "conv2d: expected a non-empty kernel, got weight of shape ",
                    weight.sizes());
-  OCTO_CHECK_VALUE(C == weight.size(1) * groups, "conv2d: given groups=", groups,
-                   ", weight of size ", weight.sizes(), ", expected input ", input.sizes(),
-                   " to have ", weight.size(1) * groups, " channels, but got ", C,
-                   " channels instead");
+  int64_t want_c = 0;  // weight.size(1) * groups; a product past int64 matches no input
+  const bool too_many = __builtin_mul_overflow(weight.size(1), groups, &want_c);
+  OCTO_CHECK_VALUE(!too_many && C == want_c, "conv2d: given groups=", groups, ", weight of size ",
+                   weight.sizes(), ", expected input ", input.sizes(), " to have ",
+                   too_many ? std::string("more than 2^63") : std::to_string(want_c),
+                   " channels, but got ", C, " channels instead");
   OCTO_CHECK_VALUE(K % groups == 0, "conv2d: expected weight.size(0) (C_out = ", K,
                    ") to be divisible by groups (", groups, "), got weight of shape ",
                    weight.sizes());

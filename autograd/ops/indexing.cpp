@@ -126,6 +126,21 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 // --- splitting (views) ---------------------------------------------------------------------------
 
+namespace {
+/// Room for `pieces` views of dim d of x; a count no vector can hold (a split of an expanded
+/// dim of 2^62 elements) is an OutOfMemoryError, not std::length_error.
+std::vector<Tensor> reserve_pieces(int64_t pieces, const char* op, const Tensor& x, int64_t d) {
+  std::vector<Tensor> out;
+  try {
+    out.reserve(static_cast<size_t>(pieces));
+  } catch (const std::exception&) {  // std::length_error or std::bad_alloc
+    OCTO_THROW(OutOfMemoryError, op, ": cannot hold ", pieces, " pieces of dim ", d, " of ",
+               x.sizes());
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   OCTO_CHECK_VALUE(x.dim() > 0, "split: expected a tensor with at least 1 dim, got a 0-d tensor");
   const int64_t d = detail::wrap_dim(dim, x.dim(), "split");
@@ -135,8 +150,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
                    " of size ", n);
   // ceil(n / split_size), at least 1, without forming n + split_size (which may overflow).
   const int64_t pieces = n == 0 ? 1 : 1 + (n - 1) / split_size;
-  std::vector<Tensor> out;
-  out.reserve(static_cast<size_t>(pieces));
+  std::vector<Tensor> out = reserve_pieces(pieces, "split", x, d);
   for (int64_t i = 0; i < pieces; ++i) {
     const int64_t start = i * split_size;
     out.push_back(x.narrow(d, start, std::min(split_size, n - start)));
@@ -174,13 +188,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   const int64_t n = x.size(d);
   // An empty dim gives `chunks` empty pieces, as in PyTorch.
   if (n == 0) {
-    std::vector<Tensor> out;
-    try {
-      out.reserve(static_cast<size_t>(chunks));
-    } catch (const std::exception&) {  // std::length_error or std::bad_alloc
-      OCTO_THROW(OutOfMemoryError, "chunk: cannot hold ", chunks, " empty pieces of the empty dim ",
-                 d, " of ", x.sizes());
-    }
+    std::vector<Tensor> out = reserve_pieces(chunks, "chunk", x, d);
     for (int64_t i = 0; i < chunks; ++i) out.push_back(x.narrow(d, 0, 0));
     return out;
   }

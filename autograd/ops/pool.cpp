@@ -8,6 +8,7 @@
 #include "autograd/ops/reduce.h"
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "tensor/factories.h"
 
 namespace octo {
 
@@ -180,6 +181,17 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   if (H % output_size[0] == 0 && W % output_size[1] == 0) {  // one pooling does both dims
     std::array<int64_t, 2> kernel{H / output_size[0], W / output_size[1]};
     return avg_pool2d(input, kernel, kernel);
+  }
+  // The window-by-window path runs one mean per output row and column, so first make sure the
+  // result can be held at all: a hostile output_size is an error here, not a near-endless loop.
+  const int64_t N = input.size(0), C = input.size(1);
+  Tensor empty_out = detail::make_empty({N, C, output_size[0], output_size[1]}, input.dtype(),
+                                        input.device());  // OutOfMemoryError if it cannot be
+  if (N == 0) {  // nothing to average; the gradient of the empty input is empty too
+    return autograd::record("AdaptiveAvgPool2DBackward", empty_out, {input}, {},
+                            [shape = input.sizes()](const TensorList& g, const TensorList&) {
+                              return TensorList{zeros(shape, g[0].options())};
+                            });
   }
   // Windows of a rectangle average rows then columns: pool each dim on its own. These are
   // several ops, so a 16-bit input goes through them in float32 and rounds once at the end,

@@ -234,7 +234,9 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   Shape kshape = keep.sizes(), wrapped;
   for (size_t d = 0; d < mask.size(); ++d)
     if (mask[d]) wrapped.push_back(static_cast<int64_t>(d));
-  double divisor = std::max<double>(0.0, static_cast<double>(reduced_count(x, mask) - correction));
+  // In double, as the kernels do: N - correction overflows int64 for a hostile correction.
+  double divisor =
+      std::max(0.0, static_cast<double>(reduced_count(x, mask)) - static_cast<double>(correction));
   // d var / dx_i = 2 (x_i - mean) / (N - correction)
   return autograd::record(
       "VarBackward", as_shape(keep, result_shape(x, mask, keepdim)), {x}, {x},

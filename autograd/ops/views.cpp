@@ -174,8 +174,10 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   b = std::clamp<int64_t>(b, 0, n);
   e = std::clamp<int64_t>(e, b, n);
   Shape sz = sizes(), st = strides();
-  sz[d] = (e - b + step - 1) / step;
-  st[d] = strides()[d] * step;
+  sz[d] = e == b ? 0 : 1 + (e - b - 1) / step;  // ceil((e - b) / step), without overflow
+  // Two or more elements means step < n, so the product stays inside the storage's span; one
+  // or none reads no second element, and its stride (like PyTorch's) is not the product.
+  st[d] = sz[d] > 1 ? strides()[d] * step : strides()[d];
   Shape base_shape = sizes();
   Tensor v = detail::make_view(*this, sz, st, storage_offset() + b * strides()[d]);
   return record_view("SliceBackward", *this, v, [base_shape, d, b, e, step](const Tensor& g) {

@@ -237,8 +237,9 @@ void bmm_impl(const TensorArg& out, const TensorArg& a, const TensorArg& b, doub
   // One batch entry on `threads` threads; scratch holds the contiguous copies of operands Eigen
   // cannot map.
   auto one = [&](int64_t i, std::vector<T>& scratch, int threads) {
-    const T* pa = a_data + i * a.strides[0];
-    const T* pb = b_data + i * b.strides[0];
+    // K == 0 leaves a and b empty, their data possibly null: nothing to offset or read.
+    const T* pa = K == 0 ? a_data : a_data + i * a.strides[0];
+    const T* pb = K == 0 ? b_data : b_data + i * b.strides[0];
     T* pc = c_data + i * out.strides[0];
     size_t need = (la.mappable ? 0 : M * K) + (lb.mappable ? 0 : K * N) + (lc.mappable ? 0 : M * N);
     if (scratch.size() < need) scratch.resize(need);

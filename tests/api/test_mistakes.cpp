@@ -102,6 +102,22 @@ std::vector<Mistake> mistakes() {
        [] {
          a23.reshape({int64_t{1} << 62, int64_t{1} << 62, 0});
        }},
+      {"split of an expanded dim of 2^62 into pieces of 1", Kind::OutOfMemory,
+       "4611686018427387904 pieces",
+       [] { octo::split(octo::ones({1}).expand({int64_t{1} << 62}), 1); }},
+      {"an empty shape whose strides overflow", Kind::Value, "strides overflow",
+       [] {
+         octo::empty({0, int64_t{1} << 62, int64_t{1} << 62});
+       }},
+      {"conv2d groups whose channel count overflows", Kind::Value, "more than 2^63",
+       [] {
+         octo::conv2d(octo::zeros({1, 4, 3, 3}), octo::zeros({4, 2, 1, 1}), {}, {1, 1}, {0, 0},
+                      {1, 1}, int64_t{1} << 62);
+       }},
+      {"adaptive_avg_pool2d to 2^40 columns", Kind::OutOfMemory, "",
+       [] {
+         octo::adaptive_avg_pool2d(octo::zeros({1, 1, 3, 3}), {2, int64_t{1} << 40});
+       }},
       {"expand to a negative size other than -1", Kind::Value, "size -2 at dimension 1",
        [] {
          octo::ones({1}).expand({3, -2});
@@ -110,8 +126,8 @@ std::vector<Mistake> mistakes() {
        [] {
          octo::ones({1}).expand({int64_t{1} << 40, int64_t{1} << 40});
        }},
-      {"chunk of an empty dim into 2^62 pieces", Kind::OutOfMemory,
-       "4611686018427387904 empty pieces", [] { octo::chunk(octo::zeros({0}), int64_t{1} << 62); }},
+      {"chunk of an empty dim into 2^62 pieces", Kind::OutOfMemory, "4611686018427387904 pieces",
+       [] { octo::chunk(octo::zeros({0}), int64_t{1} << 62); }},
       {"dim out of range", Kind::Index, "3", [] { a23.sum(octo::Shape{3}); }},
       {"select index out of range", Kind::Index, "5", [] { a23.select(0, 5); }},
       {"max of an empty tensor", Kind::Any, "", [] { octo::zeros({0}).max(); }},

@@ -138,6 +138,12 @@ TEST_CASE("adaptive_avg_pool2d follows torch's window rule", "[pool][autograd]")
   Tensor y3 = octo::adaptive_avg_pool2d(x6[0], {1, 1});  // unbatched
   REQUIRE(y3.sizes() == Shape{2, 1, 1});
   require_close(y3, ref_adaptive(x6, 1, 1));
+  // An empty batch: no windows to average, however many are asked for; an empty gradient.
+  Tensor e = rnd({0, 3, 7, 5}, 6).requires_grad_();
+  Tensor ye = octo::adaptive_avg_pool2d(e, {3, int64_t{1} << 40});
+  CHECK(ye.sizes() == Shape{0, 3, 3, int64_t{1} << 40});
+  ye.sum().backward();
+  CHECK(e.grad().sizes() == e.sizes());
 }
 
 TEST_CASE("pooling ops reject bad arguments", "[pool][autograd]") {

@@ -178,6 +178,12 @@ TEST_CASE("var and std gradients with corrections") {
   CHECK(octo::var(x, {}).item<double>() == Approx(5.0 / 3.0));
   CHECK(octo::var(x, {}, 0).item<double>() == Approx(1.25));
   CHECK(octo::std(x, {}, 0).item<double>() == Approx(std::sqrt(1.25)));
+  // N - correction is formed in double, as in PyTorch: no int64 overflow at the extremes.
+  Tensor xg = x.detach().requires_grad_();
+  Tensor v = octo::var(xg, {}, std::numeric_limits<int64_t>::min());
+  CHECK(v.item<double>() == Approx(5.0 / (4.0 + 9223372036854775808.0)));  // sum of squares 5
+  v.backward();
+  CHECK(xg.grad().abs().max().item<double>() < 1e-15);
 }
 
 TEST_CASE("logsumexp is stable and differentiable") {

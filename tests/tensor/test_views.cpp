@@ -1,6 +1,8 @@
 // Views share storage and map elements correctly: view, reshape, transpose, permute, slicing.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <octo/octo.h>
 
 using octo::Shape;
@@ -63,6 +65,10 @@ TEST_CASE("narrow, slice and select pick parts without copying") {
   CHECK(s.sizes() == Shape{2, 5});
   CHECK(s.contiguous().to_vector<double>()[5] == 15.0);
   CHECK(a.slice(1, -2).sizes() == Shape{4, 2});
+  // A step past the end keeps one element; the size is computed without overflow.
+  CHECK(a.slice(1, 1, std::nullopt, int64_t{1} << 62).sizes() == Shape{4, 1});
+  CHECK(a.slice(1, 2, 5, std::numeric_limits<int64_t>::max()).contiguous().to_vector<double>() ==
+        std::vector<double>{2, 7, 12, 17});
   CHECK(a.select(0, -1).to_vector<double>() == std::vector<double>{15, 16, 17, 18, 19});
   CHECK(a[2][3].item<double>() == 13.0);
   CHECK_THROWS_AS(a.select(0, 4), octo::IndexError);
