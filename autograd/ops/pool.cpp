@@ -1,4 +1,5 @@
 // max_pool2d, avg_pool2d and adaptive_avg_pool2d: checks, forward through the backend, backward.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,6 @@ using autograd::TensorList;
 
 namespace {
 
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
 std::string pair_str(std::array<int64_t, 2> v) {
   return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
 }
@@ -26,10 +25,16 @@ std::string pair_str(std::array<int64_t, 2> v) {
 /// or the left padding.
 int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
                     bool ceil_mode) {
-  int64_t out =
-      floor_div(in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+  // In 128 bits: a hostile kernel, dilation or padding overflows int64 in the products.
+  using I = __int128;
+  I num = I{in} + I{2} * pad - I{dilation} * (k - 1) - 1 + (ceil_mode ? I{stride} - 1 : I{0});
+  I out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= I{in} + pad) --out;
+  OCTO_CHECK_VALUE(
+      out <= std::numeric_limits<int64_t>::max() && out >= std::numeric_limits<int64_t>::min(),
+      "pooling: kernel ", k, ", stride ", stride, ", padding ", pad, " and dilation ", dilation,
+      " give an output size past 64 bits for an input of size ", in);
+  return static_cast<int64_t>(out);
 }
 
 /// Checks a pooling call's input and arguments (PyTorch's pool2d_shape_check) and fills `p`

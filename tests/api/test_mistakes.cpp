@@ -118,6 +118,11 @@ std::vector<Mistake> mistakes() {
        [] {
          octo::adaptive_avg_pool2d(octo::zeros({1, 1, 3, 3}), {2, int64_t{1} << 40});
        }},
+      {"max_pool2d whose dilation overflows the window", Kind::Value, "past 64 bits",
+       [] {
+         const int64_t huge = std::numeric_limits<int64_t>::max() - 1;
+         octo::max_pool2d(octo::zeros({1, 1, 4, 4}), {4, 4}, {1, 1}, {0, 0}, {huge, huge});
+       }},
       {"expand to a negative size other than -1", Kind::Value, "size -2 at dimension 1",
        [] {
          octo::ones({1}).expand({3, -2});
