@@ -139,15 +139,20 @@ int64_t shape_numel(const Shape& sizes) {
   return n;
 }
 
+int64_t checked_numel(const Shape& sizes, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    OCTO_CHECK_VALUE(!__builtin_mul_overflow(n, s, &n), op ? op : "", op ? ": " : "", "shape ",
+                     sizes, " has more elements than fit in 64 bits");
+  return n;
+}
+
 Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
   for (int64_t s : sizes) OCTO_CHECK_VALUE(s >= 0, "negative dimension in shape ", sizes);
   check_device_available(device);
   // The element and byte counts must not overflow: [2^40, 2^40] would otherwise wrap to a small
   // (or zero) allocation that later writes run past.
-  int64_t n = 1;
-  for (int64_t s : sizes)
-    OCTO_CHECK_VALUE(!__builtin_mul_overflow(n, s, &n), "shape ", sizes,
-                     " has more elements than fit in 64 bits");
+  const int64_t n = checked_numel(sizes);
   int64_t bytes = 0;
   OCTO_CHECK_VALUE(!__builtin_mul_overflow(n, static_cast<int64_t>(octo::itemsize(dtype)), &bytes),
                    "shape ", sizes, " of ", dtype, " needs more bytes than fit in 64 bits");

@@ -248,6 +248,9 @@ void set_data(const Tensor& t, const Tensor& data);
 /// Row-major strides for a shape.
 Shape contiguous_strides(const Shape& sizes);
 int64_t shape_numel(const Shape& sizes);
+/// shape_numel for a shape not yet known to fit: ValueError "<op>: shape S has more elements
+/// than fit in 64 bits" when the product overflows (sizes must be non-negative).
+int64_t checked_numel(const Shape& sizes, const char* op = nullptr);
 /// Wraps a possibly negative dim into [0, ndim); IndexError naming `op` otherwise.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op = "dim");
 /// Throws DeviceError "Expected all tensors to be on the same device, but found at least two

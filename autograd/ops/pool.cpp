@@ -188,12 +188,13 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
     return avg_pool2d(input, kernel, kernel);
   }
   // The window-by-window path runs one mean per output row and column, so first make sure the
-  // result can be held at all: a hostile output_size is an error here, not a near-endless loop.
+  // result can be held at all: a hostile output_size is an OutOfMemoryError here, not a
+  // near-endless loop. With an empty batch this allocation is the (empty) result itself.
   const int64_t N = input.size(0), C = input.size(1);
-  Tensor empty_out = detail::make_empty({N, C, output_size[0], output_size[1]}, input.dtype(),
-                                        input.device());  // OutOfMemoryError if it cannot be
+  Tensor out =
+      detail::make_empty({N, C, output_size[0], output_size[1]}, input.dtype(), input.device());
   if (N == 0) {  // nothing to average; the gradient of the empty input is empty too
-    return autograd::record("AdaptiveAvgPool2DBackward", empty_out, {input}, {},
+    return autograd::record("AdaptiveAvgPool2DBackward", out, {input}, {},
                             [shape = input.sizes()](const TensorList& g, const TensorList&) {
                               return TensorList{zeros(shape, g[0].options())};
                             });

@@ -244,10 +244,7 @@ Tensor Tensor::expand(const Shape& shape) const {
   }
   // The only view whose sizes are not bounded by its storage (a stride-0 dim repeats one
   // element), so the only one whose element count can overflow.
-  int64_t n = 1;
-  for (int64_t s : sz)
-    OCTO_CHECK_VALUE(!__builtin_mul_overflow(n, s, &n), "expand: sizes ", shape,
-                     " have more elements than fit in 64 bits");
+  detail::checked_numel(sz, "expand");
   Shape base_shape = sizes();
   return record_view("ExpandBackward", *this, detail::make_view(*this, sz, st, storage_offset()),
                      [base_shape](const Tensor& g) { return sum_to(g, base_shape); });
