@@ -161,6 +161,14 @@ void store(const TensorArg& out, int64_t off, A v) {
 // --- accumulators: run() folds in a strided run, merge() folds in a later partial ---------------
 
 // Integer sums and products wrap on overflow (Note [Integer overflow wraps] in functors.h).
+//
+// Note [Integer lanes and GCC 12]: the lanes below are kept in the unsigned type W and converted
+// back to A once, at the end. The obvious form, `A a0, a1; a0 = fn::wrap_add(a0, x)` with one
+// conversion to unsigned and back per add, is well defined, but g++ 12.2 at -O3 with AVX2 or
+// AVX-512 vectorises it wrongly: it sums arange(18) to 105, not 153. clang, g++ -O2 and g++ -O3
+// without AVX2 get it right. tools/toolchain/lane_reduction.cpp is the eight-line reproducer;
+// meson.build runs it at configure time and warns when the compiler is affected. A new kernel
+// that keeps several integer accumulators should keep them in the unsigned type, as here.
 template <typename T, typename A>
 struct SumAcc {
   using W = typename fn::Wrapping<A>::type;  // A itself, or the unsigned type for integers

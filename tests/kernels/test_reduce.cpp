@@ -202,6 +202,36 @@ TEST_CASE("full sum: empty dims list, member form, integers and bools") {
   CHECK(big.sum().item<int64_t>() == 3 * (int64_t{1} << 60));
 }
 
+// Note [Integer lanes and GCC 12]: every run length from 0 to 67 (each lane count and tail),
+// contiguous and strided, for each integer input type; then sums that wrap past int64.
+TEST_CASE("integer sums are exact for every run length and wrap past int64") {
+  for (octo::DType dtype : {octo::kInt64, octo::kInt32, octo::kUInt8}) {
+    for (int64_t n = 0; n <= 67; ++n) {
+      Tensor x = octo::arange(2 * n, {.dtype = octo::kInt64});  // at most 133: fits uint8
+      x = x.to(dtype);
+      std::vector<int64_t> v = x.to(octo::kInt64).to_vector<int64_t>();
+      int64_t all = 0, even = 0;
+      for (int64_t i = 0; i < 2 * n; ++i) {
+        all += v[static_cast<size_t>(i)];
+        if (i % 2 == 0) even += v[static_cast<size_t>(i)];
+      }
+      INFO(octo::dtype_name(dtype) << " n = " << n);
+      CHECK(x.sum().item<int64_t>() == all);
+      CHECK(x.slice(0, 0, 2 * n, 2).sum().item<int64_t>() == even);  // stride 2
+      CHECK(octo::sum(x.view({2, n}), {1}).to_vector<int64_t>()[0] ==
+            std::accumulate(v.begin(), v.begin() + n, int64_t{0}));
+    }
+  }
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  for (int64_t n : {2, 5, 9, 33}) {
+    Tensor x = octo::full({n}, big, {.dtype = octo::kInt64});
+    // n copies of 2^63 - 1 wrap to 2^63 - n modulo 2^64 when n is odd, to -n when n is even.
+    uint64_t want = static_cast<uint64_t>(n) * static_cast<uint64_t>(big);
+    INFO("n = " << n);
+    CHECK(x.sum().item<int64_t>() == static_cast<int64_t>(want));
+  }
+}
+
 TEST_CASE("large reductions are accurate and independent of the thread count") {
   const int saved = octo::get_num_threads();
   Tensor x = octo::rand({1009 * 991}, {.dtype = octo::kFloat32});
