@@ -207,8 +207,7 @@ TEST_CASE("full sum: empty dims list, member form, integers and bools") {
 TEST_CASE("integer sums are exact for every run length and wrap past int64") {
   for (octo::DType dtype : {octo::kInt64, octo::kInt32, octo::kUInt8}) {
     for (int64_t n = 0; n <= 67; ++n) {
-      Tensor x = octo::arange(2 * n, {.dtype = octo::kInt64});  // at most 133: fits uint8
-      x = x.to(dtype);
+      Tensor x = octo::arange(2 * n, {.dtype = dtype});  // at most 133: fits uint8
       std::vector<int64_t> v = x.to(octo::kInt64).to_vector<int64_t>();
       int64_t all = 0, even = 0;
       for (int64_t i = 0; i < 2 * n; ++i) {
