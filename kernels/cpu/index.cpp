@@ -27,67 +27,15 @@ namespace {
 using index::along;
 using index::broadcast_index;
 
-/// Like cpu::strided_runs (same callback), but the flat range is split across threads even
-/// inside the innermost dim, so a 1-d or single-row problem still runs in parallel.
-template <size_t N, typename Fn>
-void parallel_runs(const std::array<TensorArg, N>& args, int64_t grain, Fn fn) {
-  const TensorArg& ref = args[0];
-  const int64_t total = ref.numel();
-  if (total == 0) return;
-  // Drop size-1 dims and merge dims contiguous in every tensor (as strided_runs does).
-  int nd = 0;
-  int64_t sizes[kMaxDims];
-  int64_t strides[N][kMaxDims];
-  for (int d = 0; d < ref.ndim; ++d) {
-    if (ref.sizes[d] == 1) continue;
-    bool merge = nd > 0;
-    for (size_t k = 0; k < N && merge; ++k)
-      merge = strides[k][nd - 1] == args[k].strides[d] * ref.sizes[d];
-    for (size_t k = 0; k < N; ++k) strides[k][merge ? nd - 1 : nd] = args[k].strides[d];
-    if (merge) {
-      sizes[nd - 1] *= ref.sizes[d];
-    } else {
-      sizes[nd++] = ref.sizes[d];
-    }
-  }
-  if (nd == 0) {
-    sizes[0] = 1;
-    for (size_t k = 0; k < N; ++k) strides[k][0] = 0;
-    nd = 1;
-  }
-  std::array<int64_t, N> elem, inner_stride;
-  for (size_t k = 0; k < N; ++k) {
-    elem[k] = static_cast<int64_t>(itemsize(args[k].dtype));
-    inner_stride[k] = strides[k][nd - 1] * elem[k];
-  }
-  parallel_for(0, total, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t pos = begin; pos < end;) {
-      std::array<int64_t, N> off{};
-      int64_t rem = pos;
-      for (int d = nd - 1; d >= 0; --d) {
-        const int64_t i = rem % sizes[d];
-        rem /= sizes[d];
-        for (size_t k = 0; k < N; ++k) off[k] += i * strides[k][d];
-      }
-      const int64_t n = std::min(end - pos, sizes[nd - 1] - pos % sizes[nd - 1]);
-      std::array<char*, N> ptrs;
-      for (size_t k = 0; k < N; ++k) ptrs[k] = static_cast<char*>(args[k].data) + off[k] * elem[k];
-      fn(ptrs, inner_stride, n);
-      pos += n;
-    }
-  });
-}
-
 /// Throws IndexError for the first index outside [0, size) (named by op, dim and size).
 void check_indices(const TensorArg& index, int64_t size, int dim, const char* op) {
   OCTO_INTERNAL_ASSERT(index.dtype == kInt64);
-  parallel_runs<1>({index}, cpu::kGrain,
-                   [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
-                     for (int64_t i = 0; i < n; ++i) {
-                       const int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * s[0]);
-                       index::check_index(v >= 0 && v < size, v, size, dim, op);
-                     }
-                   });
+  cpu::strided_runs<1>({index}, [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * s[0]);
+      index::check_index(v >= 0 && v < size, v, size, dim, op);
+    }
+  });
 }
 
 template <typename T>
@@ -107,14 +55,14 @@ void gather_loop(const TensorArg& out, const TensorArg& in, int dim, const Tenso
   const TensorArg src = along(in, out, dim);
   const int64_t step = in.strides[dim];
   OCTO_DISPATCH_ALL_AND_HALF(out.dtype, "gather", [&] {
-    parallel_runs<3>({out, index, src}, cpu::kGrain,
-                     [step](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
-                       for (int64_t i = 0; i < n; ++i) {
-                         const int64_t k = *reinterpret_cast<const int64_t*>(p[1] + i * s[1]);
-                         *reinterpret_cast<scalar_t*>(p[0] + i * s[0]) =
-                             reinterpret_cast<const scalar_t*>(p[2] + i * s[2])[k * step];
-                       }
-                     });
+    cpu::strided_runs<3>({out, index, src},
+                         [step](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+                           for (int64_t i = 0; i < n; ++i) {
+                             const int64_t k = *reinterpret_cast<const int64_t*>(p[1] + i * s[1]);
+                             *reinterpret_cast<scalar_t*>(p[0] + i * s[0]) =
+                                 reinterpret_cast<const scalar_t*>(p[2] + i * s[2])[k * step];
+                           }
+                         });
   });
 }
 
@@ -131,8 +79,9 @@ void scatter_add_loop(const TensorArg& out, int dim, const TensorArg& index, con
   const int64_t out_step = out.strides[dim];
   const int64_t grain = std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(len, 1));
   OCTO_DISPATCH_ALL_AND_HALF(out.dtype, "scatter_add", [&] {
-    parallel_runs<3>(
-        {dst, idx, from}, grain, [=](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+    cpu::strided_runs<3>(
+        {dst, idx, from},
+        [=](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
           for (int64_t j = 0; j < len; ++j) {
             for (int64_t i = 0; i < n; ++i) {
               const int64_t k = reinterpret_cast<const int64_t*>(p[1] + i * s[1])[j * idx_step];
@@ -140,7 +89,8 @@ void scatter_add_loop(const TensorArg& out, int dim, const TensorArg& index, con
               add_into(reinterpret_cast<scalar_t*>(p[0] + i * s[0]) + k * out_step, v);
             }
           }
-        });
+        },
+        grain);
   });
 }
 
