@@ -3,7 +3,8 @@
 // Each kernel dispatches on dtype, maps the op to its functor (visit_unary/_binary) and runs
 // it over cpu::strided_runs, which coalesces dims and splits the runs (whole rows, long rows in
 // pieces: Note [Splitting long rows]) across threads. Inner runs get a contiguous fast path
-// (and, for binary ops, one for a broadcast scalar operand) that the compiler can vectorise. float16/bfloat16 are stored as such and computed in float.
+// (and, for binary ops, one for a broadcast scalar operand) that the compiler can vectorise.
+// float16/bfloat16 are stored as such and computed in float.
 #include <type_traits>
 
 #include "core/error.h"
