@@ -49,8 +49,10 @@ void strided_runs(const std::array<TensorArg, N>& args, Inner inner, int64_t gra
   // single row, runs in parallel too, and so does a tensor of a few long rows.
   const int64_t inner_n = sizes[ndim - 1];
   const int64_t outer_n = numel / inner_n;
-  const int64_t piece = std::max<int64_t>(1, std::min(inner_n, grain));
-  const int64_t pieces = (inner_n + piece - 1) / piece;  // per row
+  // A row of more than `grain` elements is cut into equal pieces of at most `grain`.
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t pieces = (inner_n + grain - 1) / grain;   // per row
+  const int64_t piece = (inner_n + pieces - 1) / pieces;  // elements, the last piece maybe fewer
   std::array<int64_t, N> inner_stride;
   std::array<int64_t, N> elem;
   for (size_t k = 0; k < N; ++k) {

@@ -704,7 +704,7 @@ TEST_CASE("strided_runs visits every element once and splits long rows across th
         Tensor t = layout.view(octo::zeros(layout.shape, {.dtype = octo::kInt32}));
         std::mutex mutex;
         std::set<std::thread::id> ids;
-        int64_t longest = 0;
+        int64_t longest = 0, shortest = t.numel();
         octo::kernels::cpu::strided_runs<1>(
             {t.arg()},
             [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
@@ -712,10 +712,12 @@ TEST_CASE("strided_runs visits every element once and splits long rows across th
               std::lock_guard<std::mutex> lock(mutex);
               ids.insert(std::this_thread::get_id());
               longest = std::max(longest, n);
+              shortest = std::min(shortest, n);
             },
             grain);
         for (double v : values(t)) REQUIRE(v == 1.0);
         CHECK(longest <= grain);
+        CHECK(shortest >= std::min<int64_t>(t.numel(), 1));  // no empty run
         // Enough work for several chunks: more than one thread took part.
         if (threads > 1 && t.numel() >= 2 * grain) CHECK(ids.size() > 1);
       }
