@@ -602,7 +602,9 @@ struct RandintTransform {
     uint32_t w[4];
     gen(offset + i, 0, w);
     uint64_t bits = (uint64_t(w[0]) << 32) | w[1];
-    return static_cast<T>(low + static_cast<int64_t>(bits % range));
+    // In uint64, which wraps: low + (bits % range) may pass through values no int64 holds when
+    // the range is wider than 2^63, though the sum itself lies in [low, high).
+    return static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + bits % range));
   }
 };
 

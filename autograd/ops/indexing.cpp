@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 #include <vector>
 
 #include "autograd/function.h"
@@ -311,7 +312,10 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     OCTO_CHECK_VALUE(indices.numel() > 0,
                      "one_hot: cannot infer num_classes from an empty tensor; pass num_classes");
     std::vector<int64_t> v = indices.cpu().contiguous().to_vector<int64_t>();
-    num_classes = *std::max_element(v.begin(), v.end()) + 1;
+    const int64_t largest = *std::max_element(v.begin(), v.end());
+    OCTO_CHECK_VALUE(largest < std::numeric_limits<int64_t>::max(), "one_hot: the largest index, ",
+                     largest, ", leaves no num_classes = largest + 1 in int64");
+    num_classes = largest + 1;
   }
   // out: indices.shape + [C]; out[..., indices[...]] = 1.
   Shape shape = indices.sizes();

@@ -3,6 +3,7 @@
 
 #include <octo/octo.h>
 
+#include <limits>
 #include <random>
 
 using octo::DType;
@@ -238,6 +239,9 @@ TEST_CASE("embedding picks rows, one_hot encodes classes, masked_fill replaces")
   CHECK(octo::one_hot(index({1, 2}, {2, 1}), -1).sizes() == Shape{2, 1, 3});
   CHECK(octo::one_hot(octo::scalar_tensor(1, {.dtype = octo::kInt64}), 2).sizes() == Shape{2});
   CHECK_THROWS_AS(octo::one_hot(index({4}), 4), octo::IndexError);
+  // Inferring num_classes = largest + 1 from the int64 maximum (found by fuzz_ops).
+  CHECK_THROWS_WITH(octo::one_hot(index({std::numeric_limits<int64_t>::max()}), -1),
+                    Catch::Contains("leaves no num_classes"));
   CHECK_THROWS_AS(octo::one_hot(index({-1}), 4), octo::IndexError);
   CHECK_THROWS_AS(octo::one_hot(iota({2}), 4), octo::ValueError);
 

@@ -601,6 +601,16 @@ TEST_CASE("uniform, normal, bernoulli and randint have the right statistics") {
   for (int64_t c : counts) CHECK(std::fabs(double(c) / n - 0.2) < 0.01);
   auto r32 = octo::randint(0, 7, {1000}, {.dtype = octo::kInt32}).to_vector<int32_t>();
   for (int32_t x : r32) REQUIRE((x >= 0 && x < 7));
+  // A range wider than 2^63 (found by fuzz_ops: the int64 sum overflowed, which UBSan reports).
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  auto wide = octo::randint(lo, hi, {4096}).to_vector<int64_t>();
+  int64_t negative = 0;
+  for (int64_t x : wide) {
+    REQUIRE(x < hi);
+    negative += x < 0;
+  }
+  CHECK(negative > 1800);  // about half of the range is negative
+  CHECK(negative < 2300);
 }
 
 TEST_CASE("random kernels are counter based: independent of threads, offsets and strides") {
